@@ -1,0 +1,23 @@
+// Pointwise MLP activations: GeLU (exact erf form and the tanh approximation) and SwiGLU.
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mt {
+
+// erf:  gelu(x) = x · Φ(x) = ½x(1 + erf(x/√2))           (torch.nn.functional.gelu)
+// tanh: gelu(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³)))   (GPT-2, Megatron's fused bias-GeLU)
+enum class GeluForm { erf, tanh };
+
+// out[N, f] = gelu(inp[N, f]).  The caller keeps inp for the backward.
+void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form);
+// dinp[N, f] += dout · gelu'(inp).
+void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form);
+
+// inp[N, 2f] = [gate | up] (Megatron's linear_fc1 chunk(2) on the last dim);
+// out[N, f] = silu(gate) · up, silu(x) = x·σ(x).  The caller keeps inp for the backward.
+void swiglu_fwd(const TensorView& out, const TensorView& inp);
+// dinp[N, 2f] += [dgate | dup].
+void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp);
+
+}  // namespace mt

@@ -1,0 +1,64 @@
+// Causal self-attention with multi-head and grouped-query attention (GQA), and the rotary position
+// embedding.  Layouts (b micro-batch, s sequence, n query heads, g query groups = key/value heads,
+// d head dim; query head hq uses key/value head hq / (n/g)):
+//   qkv  [s, b, g·(n/g + 2)·d]   Megatron's fused QKV rows: per group, n/g query heads, 1 key, 1 value
+//   q    [b, n, s, d]   k, v [b, g, s, d]   (head-major so each head's rows are contiguous)
+//   out  [s, b, n·d]    (head hq in columns hq·d .. hq·d + d − 1)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/rng.h"
+#include "tensor/tensor.h"
+
+namespace mt {
+
+// RoPE tables for positions 0..P−1: inv_freq[i] = base^(−2i/d), angle = p·inv_freq[i];
+// cos[P, d/2], sin[P, d/2] (f32).  Computed once at setup.
+void rope_tables(const TensorView& cos, const TensorView& sin, double base);
+
+// Splits the fused qkv into q, k, v; when cos/sin are not empty applies RoPE (Megatron's
+// non-interleaved rotate-half form: for i < d/2, x' [i] = x[i]·c − x[i + d/2]·s and
+// x'[i + d/2] = x[i + d/2]·c + x[i]·s, with c, s = cos/sin[position, i], position = sequence index)
+// to q and k.
+void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
+                        const TensorView& cos, const TensorView& sin);
+// Accumulates dqkv from dq, dk, dv (inverse rotation when cos/sin are not empty).
+void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const TensorView& cos, const TensorView& sin);
+
+struct AttentionOptions {
+  float scale = 1.0f;        // usually 1/√d
+  float dropout_p = 0.0f;    // attention dropout on the probabilities
+  RngStream rng;             // for the dropout mask
+  int64_t head_offset = 0;   // global index of this shard's first query head (tensor parallelism)
+  int64_t total_heads = 0;   // global query heads; 0 means n
+  // Dropout of probability (batch j, local head h, query i, key t) uses
+  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p.
+};
+
+// Memory-lean path (online softmax, FlashAttention-style): keeps no [s, s] tensor.
+// out[s, b, n·d]; saves lse[b, n, s] (log-sum-exp of each scaled, masked score row).
+void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options);
+// Accumulates dq, dk, dv; recomputes probabilities (and dropout masks) from q, k, lse.
+// workspace: f32 with at least attention_workspace_floats(...) elements.
+void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                   const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
+
+// Materialising path (Megatron's unfused attention): saves probs[b, n, s, s] (after softmax, before
+// dropout; masked entries 0) and, when dropout_p > 0, mask[b, n, s, s] (u8; empty otherwise).
+void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const AttentionOptions& options);
+void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                         const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
+
+// f32 elements of scratch that attention_bwd / attention_probs_bwd need for these shapes
+// with up to `threads` OpenMP threads.
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads);
+
+}  // namespace mt

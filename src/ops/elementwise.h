@@ -1,0 +1,17 @@
+// Small elementwise and reduction ops on flat tensors (any shape, same numel).
+#pragma once
+
+#include "tensor/tensor.h"
+
+namespace mt {
+
+void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b);  // out = a + b
+void accumulate(const TensorView& dst, const TensorView& src);                   // dst += src
+void scale_inplace(const TensorView& t, float factor);                           // t *= factor
+void copy_tensor(const TensorView& dst, const TensorView& src);                  // same dtype
+// dst = src converted between f32, bf16 and f16 (16-bit rounding: nearest even).
+void cast(const TensorView& dst, const TensorView& src);
+// Σ t[i]² in double (for the global gradient norm).
+double sum_squares(const TensorView& t);
+
+}  // namespace mt

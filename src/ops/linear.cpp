@@ -1,0 +1,41 @@
+// Validates shapes once for every backend, then routes to the backend owning the memory.
+#include "ops/linear.h"
+
+#include "backend/cpu/linear.h"
+
+namespace mt {
+
+void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& weight, const TensorView& bias) {
+  const char* op = "linear_fwd";
+  MT_CHECK(inp.ndim() == 2 && weight.ndim() == 2) << op << ": inp " << inp.str() << " and weight " << weight.str()
+                                                  << " must be 2-D";
+  const int64_t n = inp.dim(0), in = inp.dim(1), o = weight.dim(0);
+  check_shape(weight, {o, in}, op, "weight");
+  check_shape(out, {n, o}, op, "out");
+  if (!bias.empty()) check_shape(bias, {o}, op, "bias");
+  check_same_device({out, inp, weight, bias}, op);
+  switch (out.device) {
+    case Device::cpu: return cpu::linear_fwd(out, inp, weight, bias);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
+                const TensorView& inp, const TensorView& weight) {
+  const char* op = "linear_bwd";
+  MT_CHECK(inp.ndim() == 2 && weight.ndim() == 2) << op << ": inp and weight must be 2-D";
+  const int64_t n = inp.dim(0), in = inp.dim(1), o = weight.dim(0);
+  check_shape(dout, {n, o}, op, "dout");
+  check_shape(dweight, {o, in}, op, "dweight");
+  if (!dinp.empty()) check_shape(dinp, {n, in}, op, "dinp");
+  if (!dbias.empty()) check_shape(dbias, {o}, op, "dbias");
+  check_same_device({dinp, dweight, dbias, dout, inp, weight}, op);
+  switch (dout.device) {
+    case Device::cpu: return cpu::linear_bwd(dinp, dweight, dbias, dout, inp, weight);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+}  // namespace mt

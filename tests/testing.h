@@ -1,0 +1,112 @@
+// Shared helpers for the test tiers: owned host tensors, deterministic random fills, max-difference
+// comparisons and a central finite-difference gradient checker.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "base/rng.h"
+#include "tensor/tensor.h"
+
+namespace mt::test {
+
+// A host tensor that owns its bytes; view() hands out a TensorView of them.
+struct HostTensor {
+  std::vector<uint8_t> bytes;
+  DType dtype = DType::f32;
+  Shape shape;
+
+  HostTensor() = default;
+  HostTensor(DType t, Shape s) : bytes(static_cast<size_t>(s.numel()) * dtype_size(t)), dtype(t), shape(s) {}
+  TensorView view() { return TensorView(bytes.data(), dtype, shape); }
+  float* f32() { return view().f32(); }
+  int32_t* i32() { return view().i32(); }
+  uint8_t* u8() { return view().u8(); }
+  int64_t numel() const { return shape.numel(); }
+};
+
+// N(0, std) values, deterministic in `seed`.
+inline HostTensor randn(Shape s, uint64_t seed, float std = 1.0f) {
+  HostTensor t(DType::f32, s);
+  RngStream rng{seed, 0x7e57};
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = std * rng.normal(static_cast<uint64_t>(i));
+  return t;
+}
+
+inline HostTensor zeros(Shape s, DType dtype = DType::f32) { return HostTensor(dtype, s); }
+
+// Integers uniform in [0, high), deterministic in `seed`.
+inline HostTensor randint(Shape s, int32_t high, uint64_t seed) {
+  HostTensor t(DType::i32, s);
+  RngStream rng{seed, 0x1d5};
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.i32()[i] = static_cast<int32_t>(rng.uniform(static_cast<uint64_t>(i)) * static_cast<float>(high)) % high;
+  return t;
+}
+
+inline std::vector<double> to_double(HostTensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.f32()[i];
+  return out;
+}
+
+// Max |a − b| / (atol + rtol·|b|) over elements; the check passes when this is <= 1.
+// Prints the worst element so a failure says where.
+inline void expect_close(const float* actual, const double* expected, int64_t n, double atol, double rtol,
+                         const char* what) {
+  double worst = 0.0, worst_abs = 0.0;
+  int64_t at = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double diff = std::fabs(static_cast<double>(actual[i]) - expected[i]);
+    const double ratio = diff / (atol + rtol * std::fabs(expected[i]));
+    if (!(ratio <= worst)) {  // also catches NaN
+      worst = std::isnan(ratio) ? INFINITY : ratio;
+      worst_abs = diff;
+      at = i;
+    }
+  }
+  EXPECT_LE(worst, 1.0) << what << ": worst element " << at << " actual " << (at >= 0 ? actual[at] : 0.0f)
+                        << " expected " << (at >= 0 ? expected[at] : 0.0) << " |diff| " << worst_abs
+                        << " (atol " << atol << ", rtol " << rtol << ")";
+}
+
+inline void expect_close(const float* actual, const std::vector<double>& expected, double atol, double rtol,
+                         const char* what) {
+  expect_close(actual, expected.data(), static_cast<int64_t>(expected.size()), atol, rtol, what);
+}
+
+// Central finite differences of a scalar function of `x` (f32, perturbed in place), evaluated in
+// double by `loss`.  Returns d loss / d x[i] for every i (or for the indices in `only`, others 0).
+inline std::vector<double> finite_difference(HostTensor& x, const std::function<double()>& loss, double h = 1e-2,
+                                             const std::vector<int64_t>& only = {}) {
+  std::vector<double> grad(static_cast<size_t>(x.numel()), 0.0);
+  auto probe = [&](int64_t i) {
+    float* p = x.f32() + i;
+    const float saved = *p;
+    *p = static_cast<float>(saved + h);
+    const double up = loss();
+    *p = static_cast<float>(saved - h);
+    const double down = loss();
+    *p = saved;
+    grad[i] = (up - down) / (2.0 * h);
+  };
+  if (only.empty())
+    for (int64_t i = 0; i < x.numel(); ++i) probe(i);
+  else
+    for (int64_t i : only) probe(i);
+  return grad;
+}
+
+// Σ out[i]·w[i] with fixed random weights w: a scalar loss whose gradient w.r.t. out is w,
+// used to drive backward passes in op tests.
+inline double weighted_sum(const float* out, const float* w, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(out[i]) * w[i];
+  return s;
+}
+
+}  // namespace mt::test
