@@ -25,8 +25,10 @@ class Backend {
 
 // The process-wide CPU backend (stateless, so sharing it keeps invariant 8).
 Backend& cpu_backend();
+// The backend owning memory on `device`; mt::Error when this build has none for it.
+Backend& backend_for(Device device);
 
 // Zero a tensor wherever it lives.
-void zero(Backend& backend, const TensorView& t);
+void zero(const TensorView& t);
 
 }  // namespace mt

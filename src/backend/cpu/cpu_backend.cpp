@@ -30,9 +30,13 @@ Backend& cpu_backend() {
   return backend;
 }
 
-void zero(Backend& backend, const TensorView& t) {
-  MT_CHECK(backend.device() == t.device) << "zero: tensor is not on this backend's device";
-  if (!t.empty()) backend.memset_zero(t.data, t.bytes());
+Backend& backend_for(Device device) {
+  if (device == Device::cpu) return cpu_backend();
+  MT_FAIL() << "this build has no CUDA backend; rebuild with -DMT_CUDA=ON";
+}
+
+void zero(const TensorView& t) {
+  if (!t.empty()) backend_for(t.device).memset_zero(t.data, t.bytes());
 }
 
 }  // namespace mt

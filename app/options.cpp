@@ -1,0 +1,173 @@
+#include "app/options.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace mt {
+
+namespace {
+using T = OptionType;
+// Flag names and defaults are Megatron-LM's (reference/megatron.md §1).
+const std::vector<OptionSpec> kTable = {
+    // Model shape.
+    {"--num-layers", T::integer, "2", "number of transformer layers", "", "train"},
+    {"--hidden-size", T::integer, "128", "transformer hidden size", "", "train"},
+    {"--ffn-hidden-size", T::integer, "", "MLP hidden size (default 4h; SwiGLU: 2/3 of that, rounded down to 64)", "", "train"},
+    {"--num-attention-heads", T::integer, "4", "number of query heads", "", "train"},
+    {"--group-query-attention", T::flag, "", "use grouped-query attention (with --num-query-groups)", "", "train"},
+    {"--num-query-groups", T::integer, "", "key/value heads under --group-query-attention", "", "train"},
+    {"--kv-channels", T::integer, "", "head dimension (default hidden / heads)", "", "train"},
+    {"--seq-length", T::integer, "128", "sequence length", "", "train"},
+    {"--max-position-embeddings", T::integer, "", "rows of the learned position table (default seq length)", "", "train"},
+    {"--position-embedding-type", T::choice, "learned_absolute", "position embedding", "learned_absolute|rope", "train"},
+    {"--rotary-base", T::real, "10000", "RoPE base", "", "train"},
+    {"--normalization", T::choice, "LayerNorm", "normalization layer", "LayerNorm|RMSNorm", "train"},
+    {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms", "", "train"},
+    {"--swiglu", T::flag, "", "SwiGLU MLP activation", "", "train"},
+    {"--openai-gelu", T::flag, "", "GeLU in its tanh approximation (GPT-2)", "", "train"},
+    {"--disable-bias-linear", T::flag, "", "no biases in linear layers", "", "train"},
+    {"--hidden-dropout", T::real, "0.1", "dropout after attention and MLP outputs and the embedding", "", "train"},
+    {"--attention-dropout", T::real, "0.1", "dropout on attention probabilities", "", "train"},
+    {"--init-method-std", T::real, "0.02", "std of the normal weight init", "", "train"},
+    {"--vocab-size", T::integer, "", "vocabulary size (NullTokenizer / mock data)", "", "train"},
+    {"--make-vocab-size-divisible-by", T::integer, "128", "pad the vocabulary to a multiple of this", "", "train"},
+    {"--untie-embeddings-and-output-weights", T::flag, "", "separate output layer weights", "", "train"},
+    {"--attention-backend", T::choice, "flash", "flash: online softmax; unfused: stores probabilities", "flash|unfused", "train"},
+    // Training.
+    {"--micro-batch-size", T::integer, "4", "sequences per micro-batch", "", "train"},
+    {"--global-batch-size", T::integer, "", "sequences per iteration (default: micro batch)", "", "train"},
+    {"--train-iters", T::integer, "50", "iterations to run", "", "train"},
+    {"--log-interval", T::integer, "1", "iterations between log lines", "", "train"},
+    {"--seed", T::integer, "1234", "random seed (init, dropout, data)", "", "train"},
+    {"--mock-data", T::flag, "", "train on synthetic tokens (the only data source so far)", "", "train"},
+    {"--lr", T::real, "1e-3", "learning rate", "", "train"},
+    {"--weight-decay", T::real, "0.01", "decoupled weight decay (not applied to biases and norms)", "", "train"},
+    {"--adam-beta1", T::real, "0.9", "Adam beta1", "", "train"},
+    {"--adam-beta2", T::real, "0.999", "Adam beta2", "", "train"},
+    {"--adam-eps", T::real, "1e-8", "Adam epsilon", "", "train"},
+    {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
+};
+
+const OptionSpec* find(const std::string& command, const std::string& name) {
+  for (const OptionSpec& o : kTable) {
+    const std::string commands = std::string(",") + o.commands + ",";
+    if (name == o.name && commands.find("," + command + ",") != std::string::npos) return &o;
+  }
+  return nullptr;
+}
+
+// Levenshtein distance, for "did you mean" hints.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+void check_value(const OptionSpec& o, const std::string& v) {
+  char* end = nullptr;
+  switch (o.type) {
+    case T::integer:
+      std::strtoll(v.c_str(), &end, 10);
+      MT_CHECK(!v.empty() && *end == '\0') << o.name << " expects an integer, got '" << v << "'";
+      break;
+    case T::real:
+      std::strtod(v.c_str(), &end);
+      MT_CHECK(!v.empty() && *end == '\0') << o.name << " expects a number, got '" << v << "'";
+      break;
+    case T::choice: {
+      std::string choices = "|";
+      choices.append(o.choices).append("|");
+      std::string wanted = "|";
+      wanted.append(v).append("|");
+      MT_CHECK(choices.find(wanted) != std::string::npos)
+          << o.name << " must be one of " << o.choices << ", got '" << v << "'";
+      break;
+    }
+    case T::flag:
+    case T::text: break;
+  }
+}
+}  // namespace
+
+const std::vector<OptionSpec>& option_table() { return kTable; }
+
+Options parse_options(const std::string& command, const std::vector<std::string>& args) {
+  Options out;
+  for (const OptionSpec& o : kTable)
+    if (find(command, o.name) && *o.default_value) out.values_[o.name] = o.default_value;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string name = args[i], value;
+    const bool inline_value = name.find('=') != std::string::npos;
+    if (inline_value) {
+      value = name.substr(name.find('=') + 1);
+      name = name.substr(0, name.find('='));
+    }
+    MT_CHECK(name.rfind("--", 0) == 0) << "unexpected argument '" << args[i] << "' (options start with --)";
+    const OptionSpec* o = find(command, name);
+    if (!o) {
+      std::string best;
+      size_t best_d = 4;
+      for (const OptionSpec& c : kTable) {
+        const size_t d = edit_distance(name, c.name);
+        if (d < best_d && find(command, c.name)) best = c.name, best_d = d;
+      }
+      MT_FAIL() << "unknown option " << name << " for 'megatron " << command << "'"
+                << (best.empty() ? "" : "; did you mean " + best + "?") << " (see --help)";
+    }
+    MT_CHECK(!out.given_.count(name)) << name << " given twice";
+    if (o->type == T::flag) {
+      MT_CHECK(!inline_value) << name << " is a flag and takes no value";
+      value = "1";
+    } else if (!inline_value) {
+      MT_CHECK(i + 1 < args.size()) << name << " needs a value";
+      value = args[++i];
+    }
+    check_value(*o, value);
+    out.values_[name] = value;
+    out.given_[name] = true;
+  }
+  return out;
+}
+
+bool Options::has(const std::string& name) const { return values_.count(name) > 0; }
+
+long long Options::integer(const std::string& name) const { return std::strtoll(text(name).c_str(), nullptr, 10); }
+double Options::real(const std::string& name) const { return std::strtod(text(name).c_str(), nullptr); }
+bool Options::flag(const std::string& name) const { return values_.count(name) > 0; }
+
+const std::string& Options::text(const std::string& name) const {
+  auto it = values_.find(name);
+  MT_CHECK(it != values_.end()) << name << " has no value and no default";
+  return it->second;
+}
+
+std::string options_help(const std::string& command) {
+  std::ostringstream s;
+  s << "usage: megatron " << command << " [options]\n\noptions:\n";
+  for (const OptionSpec& o : kTable) {
+    if (!find(command, o.name)) continue;
+    std::string left = std::string("  ") + o.name;
+    if (o.type == T::choice) left += std::string(" {") + o.choices + "}";
+    else if (o.type == T::integer) left += " N";
+    else if (o.type == T::real) left += " X";
+    else if (o.type == T::text) left += " S";
+    s << left << std::string(left.size() < 44 ? 44 - left.size() : 1, ' ') << o.help;
+    if (*o.default_value) s << " (default " << o.default_value << ")";
+    s << "\n";
+  }
+  return s.str();
+}
+
+}  // namespace mt

@@ -1,0 +1,44 @@
+// Owns the declarative option table shared by all subcommands (name, type, default, help, which
+// subcommands accept it) and the parser that turns argv into typed values, rejecting unknown
+// flags, wrong types and bad choices with one clear message.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+enum class OptionType { integer, real, flag, text, choice };
+
+struct OptionSpec {
+  const char* name;           // "--hidden-size"
+  OptionType type;
+  const char* default_value;  // "" = unset
+  const char* help;
+  const char* choices;        // "a|b|c" for OptionType::choice
+  const char* commands;       // "train" or "train,generate"
+};
+
+const std::vector<OptionSpec>& option_table();
+
+class Options {
+ public:
+  bool has(const std::string& name) const;  // given on the command line or has a default
+  bool given(const std::string& name) const { return given_.count(name) > 0; }
+  long long integer(const std::string& name) const;
+  double real(const std::string& name) const;
+  bool flag(const std::string& name) const;
+  const std::string& text(const std::string& name) const;
+
+ private:
+  friend Options parse_options(const std::string& command, const std::vector<std::string>& args);
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> given_;
+};
+
+// Parses "--name value" and "--name=value" (flags take no value). Throws mt::Error.
+Options parse_options(const std::string& command, const std::vector<std::string>& args);
+std::string options_help(const std::string& command);
+
+}  // namespace mt

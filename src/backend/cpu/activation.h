@@ -1,0 +1,14 @@
+// CPU kernels for ops/activation.h (shapes already validated by the op).
+#pragma once
+
+#include "ops/activation.h"
+#include "tensor/tensor.h"
+
+namespace mt::cpu {
+
+void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form);
+void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form);
+void swiglu_fwd(const TensorView& out, const TensorView& inp);
+void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp);
+
+}  // namespace mt::cpu

@@ -1,0 +1,583 @@
+// CPU kernels for ops/attention.h.  Attention works on tiles of kBq queries × kBk keys: the tile
+// products go through small cblas_sgemm calls and the softmax / dropout / dS element work runs in
+// contiguous, branch-free loops the compiler vectorises.  The forward keeps its tiles on the stack
+// (it takes no workspace); the backward takes per-thread tiles (and, for GQA with few groups, per
+// query head dk/dv partials) from the caller's workspace.
+#include "backend/cpu/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mt::cpu {
+
+namespace {
+
+constexpr int kBq = 64;  // query rows per tile
+constexpr int kBk = 64;  // key columns per tile (lean path)
+
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+int thread_num() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+// exp for the softmax inner loops: Cephes-style range reduction and degree-6 polynomial
+// (relative error ~2e-7), written without calls so that the loops around it vectorise; std::exp
+// would stay scalar without -ffast-math.  Inputs below −87 (never reached by live scores, which
+// are <= 0 after subtracting the row max) flush to ~1e-38 instead of 0.
+inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(e);
+}
+
+// ---- dropout mask -------------------------------------------------------------------------------
+
+// Element i of an RngStream is word i & 3 of the Philox block i >> 2 with counter
+// {block, stream} and key seed (base/rng.cpp).  Generating 16 blocks side by side lets the
+// rounds vectorise; the tests check the result against RngStream::uniform element by element.
+constexpr int kPhiloxLanes = 16;
+
+void philox_lanes(const RngStream& rng, uint64_t first_block, uint32_t* words /* [4 * kPhiloxLanes] */) {
+  alignas(64) uint32_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
+  for (int l = 0; l < kPhiloxLanes; ++l) {
+    const uint64_t block = first_block + static_cast<uint64_t>(l);
+    c0[l] = static_cast<uint32_t>(block);
+    c1[l] = static_cast<uint32_t>(block >> 32);
+    c2[l] = static_cast<uint32_t>(rng.stream);
+    c3[l] = static_cast<uint32_t>(rng.stream >> 32);
+  }
+  uint32_t k0 = static_cast<uint32_t>(rng.seed), k1 = static_cast<uint32_t>(rng.seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    for (int l = 0; l < kPhiloxLanes; ++l) {
+      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[l];
+      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[l];
+      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
+      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
+      c1[l] = static_cast<uint32_t>(p1);
+      c3[l] = static_cast<uint32_t>(p0);
+      c0[l] = n0;
+      c2[l] = n2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int l = 0; l < kPhiloxLanes; ++l) {
+    words[4 * l + 0] = c0[l];
+    words[4 * l + 1] = c1[l];
+    words[4 * l + 2] = c2[l];
+    words[4 * l + 3] = c3[l];
+  }
+}
+
+// What one attention call needs to draw its dropout mask.
+struct Dropout {
+  bool on = false;
+  RngStream rng;
+  uint32_t threshold = 0;  // keep when the 24-bit draw >= threshold, i.e. uniform >= p
+  float inv_keep = 1.0f;   // 1 / (1 − p)
+  int64_t total_heads = 0, head_offset = 0, s = 0;
+
+  Dropout(const AttentionOptions& o, int64_t n, int64_t seq) {
+    on = o.dropout_p > 0.0f;
+    rng = o.rng;
+    // uniform = u24 · 2^−24 exactly, so uniform >= p  <=>  u24 >= ceil(p · 2^24).
+    threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(o.dropout_p) * 16777216.0));
+    inv_keep = 1.0f / (1.0f - o.dropout_p);
+    total_heads = o.total_heads ? o.total_heads : n;
+    head_offset = o.head_offset;
+    s = seq;
+  }
+  // Index of (batch j, local head h, query i, key 0) in the header's formula.
+  uint64_t row_index(int64_t j, int64_t h, int64_t i) const {
+    return static_cast<uint64_t>(((j * total_heads + head_offset + h) * s + i) * s);
+  }
+  // keep[t] = 1 when element first + t is kept, for t < count.
+  void keep(uint64_t first, int64_t count, uint8_t* keep) const {
+    alignas(64) uint32_t words[4 * kPhiloxLanes];
+    const uint64_t end = first + static_cast<uint64_t>(count);
+    for (uint64_t chunk = first & ~uint64_t{4 * kPhiloxLanes - 1}; chunk < end; chunk += 4 * kPhiloxLanes) {
+      philox_lanes(rng, chunk >> 2, words);
+      const uint64_t lo = std::max(chunk, first), hi = std::min(chunk + 4 * kPhiloxLanes, end);
+      for (uint64_t e = lo; e < hi; ++e) keep[e - first] = (words[e - chunk] >> 8) >= threshold;
+    }
+  }
+};
+
+// ---- shapes shared by the kernels ------------------------------------------------------------
+
+struct Dims {
+  int64_t b, n, g, r, s, d;
+  int64_t ldo;  // row stride of out / dout [s, b, n·d]
+  explicit Dims(const TensorView& q, const TensorView& k)
+      : b(q.dim(0)), n(q.dim(1)), g(k.dim(1)), r(q.dim(1) / k.dim(1)), s(q.dim(2)), d(q.dim(3)),
+        ldo(q.dim(0) * q.dim(1) * q.dim(3)) {}
+  int64_t head(int64_t j, int64_t h) const { return (j * n + h) * s * d; }       // into q / dq
+  int64_t group(int64_t j, int64_t gi) const { return (j * g + gi) * s * d; }    // into k, v / dk, dv
+  int64_t out_row(int64_t j, int64_t h, int64_t i) const { return (i * b + j) * n * d + h * d; }  // into out
+};
+
+inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+// Backward driver shared by both paths.  head_fn(j, h, dk_rows, dv_rows, tiles) adds query head h's
+// contribution to dq (which it owns) and to the given dk/dv rows [s, d].  Query heads of one group
+// all add into that group's dk/dv, so work is split by (batch, group), each task running its heads
+// in order; when that leaves threads idle (GQA/MQA with b·g < threads) it is split by (batch, head)
+// into per-head partials in the workspace, summed afterwards in head order.  Either way there are
+// no races and the result does not depend on scheduling.
+size_t partial_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
+  return threads > b ? static_cast<size_t>(2 * b * n * s * d) : 0;
+}
+
+template <typename HeadFn>
+void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, const TensorView& workspace,
+                  HeadFn&& head_fn) {
+  const size_t per_thread = attention_workspace_floats_per_thread(dm.b, dm.n, dm.s, dm.d);
+  int threads = std::max(1, max_threads());
+  auto need = [&](int t) { return attention_workspace_floats(dm.b, dm.n, dm.s, dm.d, t); };
+  while (threads > 1 && need(threads) > static_cast<size_t>(workspace.numel())) --threads;
+  float* ws = workspace.f32();
+  float* dkp = dk.f32();
+  float* dvp = dv.f32();
+  const int64_t sd = dm.s * dm.d;
+
+  if (dm.r == 1 || dm.b * dm.g >= threads) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int64_t task = 0; task < dm.b * dm.g; ++task) {
+      const int64_t j = task / dm.g, gi = task % dm.g;
+      float* tiles = ws + thread_num() * per_thread;
+      for (int64_t hh = 0; hh < dm.r; ++hh)
+        head_fn(j, gi * dm.r + hh, dkp + dm.group(j, gi), dvp + dm.group(j, gi), tiles);
+    }
+    return;
+  }
+  float* part_dk = ws + threads * per_thread;  // [b, n, s, d]
+  float* part_dv = part_dk + dm.b * dm.n * sd;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t task = 0; task < dm.b * dm.n; ++task) {
+    float* pk = part_dk + task * sd;
+    float* pv = part_dv + task * sd;
+    std::memset(pk, 0, sd * sizeof(float));
+    std::memset(pv, 0, sd * sizeof(float));
+    head_fn(task / dm.n, task % dm.n, pk, pv, ws + thread_num() * per_thread);
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t row = 0; row < dm.b * dm.g * dm.s; ++row) {
+    const int64_t jg = row / dm.s, i = row % dm.s;  // jg = j·g + gi; its heads are jg·r .. jg·r + r − 1
+    float* gk = dkp + jg * sd + i * dm.d;
+    float* gv = dvp + jg * sd + i * dm.d;
+    for (int64_t hh = 0; hh < dm.r; ++hh) {
+      const float* pk = part_dk + (jg * dm.r + hh) * sd + i * dm.d;
+      const float* pv = part_dv + (jg * dm.r + hh) * sd + i * dm.d;
+      for (int64_t c = 0; c < dm.d; ++c) {
+        gk[c] += pk[c];
+        gv[c] += pv[c];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, int64_t d) {
+  // Lean path: two [kBq, kBk] tiles; probs path: two [kBq, s] panels.
+  return static_cast<size_t>(2 * kBq * std::max<int64_t>(s, kBk));
+}
+
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
+  threads = std::max(threads, 1);
+  return threads * attention_workspace_floats_per_thread(b, n, s, d) + partial_floats(b, n, s, d, threads);
+}
+
+// ---- RoPE and the QKV split ------------------------------------------------------------------
+
+void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
+  const int64_t positions = cos.dim(0), half = cos.dim(1), d = 2 * half;
+  float* c = cos.f32();
+  float* s = sin.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = static_cast<double>(p) * std::pow(base, -2.0 * static_cast<double>(i) / d);
+      c[p * half + i] = static_cast<float>(std::cos(angle));
+      s[p * half + i] = static_cast<float>(std::sin(angle));
+    }
+}
+
+void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
+                        const TensorView& cos, const TensorView& sin) {
+  const Dims dm(q, k);
+  const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
+  const bool rope = !cos.empty();
+  const float* src_all = qkv.f32();
+  float* qp = q.f32();
+  float* kp = k.f32();
+  float* vp = v.f32();
+  const float* cp = rope ? cos.f32() : nullptr;
+  const float* sp = rope ? sin.f32() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < dm.s * dm.b; ++row) {
+    const int64_t i = row / dm.b, j = row % dm.b;
+    const float* src = src_all + row * width;
+    const float* ci = rope ? cp + i * half : nullptr;
+    const float* si = rope ? sp + i * half : nullptr;
+    auto put = [&](float* dst, const float* x, bool rotate) {
+      if (!rotate) {
+        std::memcpy(dst, x, dm.d * sizeof(float));
+        return;
+      }
+      for (int64_t c = 0; c < half; ++c) {
+        dst[c] = x[c] * ci[c] - x[c + half] * si[c];
+        dst[c + half] = x[c + half] * ci[c] + x[c] * si[c];
+      }
+    };
+    for (int64_t gi = 0; gi < dm.g; ++gi) {
+      const float* grp = src + gi * (dm.r + 2) * dm.d;
+      for (int64_t hh = 0; hh < dm.r; ++hh) put(qp + dm.head(j, gi * dm.r + hh) + i * dm.d, grp + hh * dm.d, rope);
+      put(kp + dm.group(j, gi) + i * dm.d, grp + dm.r * dm.d, rope);
+      put(vp + dm.group(j, gi) + i * dm.d, grp + (dm.r + 1) * dm.d, false);
+    }
+  }
+}
+
+void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const TensorView& cos, const TensorView& sin) {
+  const Dims dm(dq, dk);
+  const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
+  const bool rope = !cos.empty();
+  float* dst_all = dqkv.f32();
+  const float* qp = dq.f32();
+  const float* kp = dk.f32();
+  const float* vp = dv.f32();
+  const float* cp = rope ? cos.f32() : nullptr;
+  const float* sp = rope ? sin.f32() : nullptr;
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < dm.s * dm.b; ++row) {
+    const int64_t i = row / dm.b, j = row % dm.b;
+    float* dst = dst_all + row * width;
+    const float* ci = rope ? cp + i * half : nullptr;
+    const float* si = rope ? sp + i * half : nullptr;
+    // The rotation is orthogonal, so its backward is the rotation by −angle.
+    auto add = [&](float* dx, const float* dy, bool rotate) {
+      if (!rotate) {
+        for (int64_t c = 0; c < dm.d; ++c) dx[c] += dy[c];
+        return;
+      }
+      for (int64_t c = 0; c < half; ++c) {
+        dx[c] += dy[c] * ci[c] + dy[c + half] * si[c];
+        dx[c + half] += dy[c + half] * ci[c] - dy[c] * si[c];
+      }
+    };
+    for (int64_t gi = 0; gi < dm.g; ++gi) {
+      float* grp = dst + gi * (dm.r + 2) * dm.d;
+      for (int64_t hh = 0; hh < dm.r; ++hh) add(grp + hh * dm.d, qp + dm.head(j, gi * dm.r + hh) + i * dm.d, rope);
+      add(grp + dm.r * dm.d, kp + dm.group(j, gi) + i * dm.d, rope);
+      add(grp + (dm.r + 1) * dm.d, vp + dm.group(j, gi) + i * dm.d, false);
+    }
+  }
+}
+
+// ---- lean path: online softmax ---------------------------------------------------------------
+
+void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options) {
+  const Dims dm(q, k);
+  const Dropout drop(options, dm.n, dm.s);
+  const float scale = options.scale;
+  const int64_t nqb = (dm.s + kBq - 1) / kBq;
+  const float* qa = q.f32();
+  const float* ka = k.f32();
+  const float* va = v.f32();
+  float* oa = out.f32();
+  float* la = lse.f32();
+
+  // Tasks in decreasing query-block order: the long causal rows start first.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
+    const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);
+    const int64_t j = jh / dm.n, h = jh % dm.n, gi = h / dm.r;
+    const int64_t i0 = qb * kBq, mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+    const float* qp = qa + dm.head(j, h) + i0 * dm.d;
+    const float* kp = ka + dm.group(j, gi);
+    const float* vp = va + dm.group(j, gi);
+    float* op = oa + dm.out_row(j, h, i0);
+
+    alignas(64) float tile[kBq * kBk];
+    alignas(64) uint8_t keep[kBk];
+    float m[kBq], l[kBq];
+    for (int64_t ii = 0; ii < mq; ++ii) {
+      m[ii] = -std::numeric_limits<float>::infinity();
+      l[ii] = 0.0f;
+      std::memset(op + ii * dm.ldo, 0, dm.d * sizeof(float));
+    }
+    for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+      const int64_t nk = std::min<int64_t>(kBk, kend - t0);
+      gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, tile, kBk);
+      for (int64_t ii = 0; ii < mq; ++ii) {
+        float* row = tile + ii * kBk;
+        const int64_t valid = std::min<int64_t>(nk, i0 + ii - t0 + 1);  // causal: keys t <= i
+        if (valid <= 0) {
+          std::memset(row, 0, nk * sizeof(float));
+          continue;
+        }
+        float mx = m[ii];
+        for (int64_t t = 0; t < valid; ++t) mx = std::max(mx, row[t]);
+        float sum = 0.0f;
+        for (int64_t t = 0; t < valid; ++t) {
+          row[t] = fast_exp(row[t] - mx);
+          sum += row[t];
+        }
+        for (int64_t t = valid; t < nk; ++t) row[t] = 0.0f;
+        // Rescale what is accumulated so far to the new running max.
+        if (mx != m[ii]) {
+          const float corr = std::exp(m[ii] - mx);  // 0 on the first block (m = −inf)
+          float* o = op + ii * dm.ldo;
+          for (int64_t c = 0; c < dm.d; ++c) o[c] *= corr;
+          l[ii] *= corr;
+          m[ii] = mx;
+        }
+        l[ii] += sum;  // the normaliser uses the probabilities before dropout
+        if (drop.on) {
+          drop.keep(drop.row_index(j, h, i0 + ii) + t0, valid, keep);
+          for (int64_t t = 0; t < valid; ++t) row[t] *= static_cast<float>(keep[t]) * drop.inv_keep;
+        }
+      }
+      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, 1.0f, tile, kBk, vp + t0 * dm.d, dm.d, 1.0f, op, dm.ldo);
+    }
+    for (int64_t ii = 0; ii < mq; ++ii) {
+      const float inv = 1.0f / l[ii];
+      float* o = op + ii * dm.ldo;
+      for (int64_t c = 0; c < dm.d; ++c) o[c] *= inv;
+      la[(j * dm.n + h) * dm.s + i0 + ii] = m[ii] + std::log(l[ii]);
+    }
+  }
+}
+
+void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                   const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
+  const Dims dm(q, k);
+  const Dropout drop(options, dm.n, dm.s);
+  const float scale = options.scale;
+  const float* qa = q.f32();
+  const float* ka = k.f32();
+  const float* va = v.f32();
+  const float* oa = out.f32();
+  const float* goa = dout.f32();
+  const float* la = lse.f32();
+  float* dqa = dq.f32();
+
+  auto head_fn = [&](int64_t j, int64_t h, float* dkp, float* dvp, float* tiles) {
+    const int64_t gi = h / dm.r;
+    const float* kp = ka + dm.group(j, gi);
+    const float* vp = va + dm.group(j, gi);
+    float* pt = tiles;              // P, then the dropped P  [kBq, kBk]
+    float* st = tiles + kBq * kBk;  // dP, then dS            [kBq, kBk]
+    alignas(64) uint8_t keep[kBk];
+    float rowd[kBq];
+    for (int64_t i0 = 0; i0 < dm.s; i0 += kBq) {
+      const int64_t mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+      const float* qp = qa + dm.head(j, h) + i0 * dm.d;
+      float* dqp = dqa + dm.head(j, h) + i0 * dm.d;
+      const float* gop = goa + dm.out_row(j, h, i0);
+      const float* op = oa + dm.out_row(j, h, i0);
+      const float* lp = la + (j * dm.n + h) * dm.s + i0;
+      // D_i = dout_i · out_i  (= Σ_t P_it dP_it, the softmax backward's row term).
+      for (int64_t ii = 0; ii < mq; ++ii) {
+        float acc = 0.0f;
+        for (int64_t c = 0; c < dm.d; ++c) acc += gop[ii * dm.ldo + c] * op[ii * dm.ldo + c];
+        rowd[ii] = acc;
+      }
+      for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+        const int64_t nk = std::min<int64_t>(kBk, kend - t0);
+        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, pt, kBk);
+        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, 1.0f, gop, dm.ldo, vp + t0 * dm.d, dm.d, 0.0f, st, kBk);
+        for (int64_t ii = 0; ii < mq; ++ii) {
+          float* prow = pt + ii * kBk;
+          float* srow = st + ii * kBk;
+          const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(nk, i0 + ii - t0 + 1));
+          const float li = lp[ii], di = rowd[ii];
+          if (drop.on && valid > 0) {
+            drop.keep(drop.row_index(j, h, i0 + ii) + t0, valid, keep);
+            for (int64_t t = 0; t < valid; ++t) {
+              const float p = fast_exp(prow[t] - li);
+              const float kp_t = static_cast<float>(keep[t]) * drop.inv_keep;
+              prow[t] = p * kp_t;
+              srow[t] = p * (srow[t] * kp_t - di);
+            }
+          } else {
+            for (int64_t t = 0; t < valid; ++t) {
+              const float p = fast_exp(prow[t] - li);
+              prow[t] = p;
+              srow[t] = p * (srow[t] - di);
+            }
+          }
+          for (int64_t t = valid; t < nk; ++t) prow[t] = srow[t] = 0.0f;
+        }
+        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, 1.0f, pt, kBk, gop, dm.ldo, 1.0f, dvp + t0 * dm.d, dm.d);
+        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, scale, st, kBk, qp, dm.d, 1.0f, dkp + t0 * dm.d, dm.d);
+        gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, scale, st, kBk, kp + t0 * dm.d, dm.d, 1.0f, dqp, dm.d);
+      }
+    }
+  };
+  run_backward(dm, dk, dv, workspace, head_fn);
+}
+
+// ---- materialising path ----------------------------------------------------------------------
+
+void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const AttentionOptions& options) {
+  const Dims dm(q, k);
+  const Dropout drop(options, dm.n, dm.s);
+  const int64_t nqb = (dm.s + kBq - 1) / kBq;
+  const float* qa = q.f32();
+  const float* ka = k.f32();
+  const float* va = v.f32();
+  float* oa = out.f32();
+  float* pa = probs.f32();
+  uint8_t* ma = drop.on ? mask.u8() : nullptr;
+
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
+    const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);
+    const int64_t j = jh / dm.n, h = jh % dm.n, gi = h / dm.r;
+    const int64_t i0 = qb * kBq, mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+    const float* qp = qa + dm.head(j, h) + i0 * dm.d;
+    const float* kp = ka + dm.group(j, gi);
+    const float* vp = va + dm.group(j, gi);
+    float* op = oa + dm.out_row(j, h, i0);
+    const int64_t panel_at = ((j * dm.n + h) * dm.s + i0) * dm.s;
+    float* panel = pa + panel_at;  // rows i0 .. i0 + mq − 1 of this head's [s, s] probabilities
+    uint8_t* mpanel = drop.on ? ma + panel_at : nullptr;
+
+    gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, options.scale, qp, dm.d, kp, dm.d, 0.0f, panel, dm.s);
+    for (int64_t ii = 0; ii < mq; ++ii) {
+      float* row = panel + ii * dm.s;
+      const int64_t valid = i0 + ii + 1;
+      float mx = row[0];
+      for (int64_t t = 1; t < valid; ++t) mx = std::max(mx, row[t]);
+      float sum = 0.0f;
+      for (int64_t t = 0; t < valid; ++t) {
+        row[t] = fast_exp(row[t] - mx);
+        sum += row[t];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t t = 0; t < valid; ++t) row[t] *= inv;
+      std::memset(row + valid, 0, (dm.s - valid) * sizeof(float));
+      if (drop.on) {
+        uint8_t* mrow = mpanel + ii * dm.s;
+        drop.keep(drop.row_index(j, h, i0 + ii), valid, mrow);
+        std::memset(mrow + valid, 0, dm.s - valid);
+      }
+    }
+    if (!drop.on) {
+      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, kend, 1.0f, panel, dm.s, vp, dm.d, 0.0f, op, dm.ldo);
+      continue;
+    }
+    // out = (P ⊙ mask / (1 − p)) · V, a key tile at a time so the dropped P never needs a panel.
+    alignas(64) float tile[kBq * kBk];
+    for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+      const int64_t nk = std::min<int64_t>(kBk, kend - t0);
+      for (int64_t ii = 0; ii < mq; ++ii)
+        for (int64_t t = 0; t < nk; ++t)
+          tile[ii * kBk + t] =
+              panel[ii * dm.s + t0 + t] * static_cast<float>(mpanel[ii * dm.s + t0 + t]) * drop.inv_keep;
+      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, 1.0f, tile, kBk, vp + t0 * dm.d, dm.d, t0 ? 1.0f : 0.0f, op,
+           dm.ldo);
+    }
+  }
+}
+
+void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                         const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
+  const Dims dm(q, k);
+  const Dropout drop(options, dm.n, dm.s);
+  const float scale = options.scale;
+  const float* qa = q.f32();
+  const float* ka = k.f32();
+  const float* va = v.f32();
+  const float* goa = dout.f32();
+  const float* pa = probs.f32();
+  const uint8_t* ma = drop.on ? mask.u8() : nullptr;
+  float* dqa = dq.f32();
+
+  auto head_fn = [&](int64_t j, int64_t h, float* dkp, float* dvp, float* tiles) {
+    const int64_t gi = h / dm.r;
+    const float* kp = ka + dm.group(j, gi);
+    const float* vp = va + dm.group(j, gi);
+    float* ds = tiles;                 // dP, then dS      [kBq, s]
+    float* pd = tiles + kBq * dm.s;    // dropped P        [kBq, s]
+    for (int64_t i0 = 0; i0 < dm.s; i0 += kBq) {
+      const int64_t mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+      const float* qp = qa + dm.head(j, h) + i0 * dm.d;
+      float* dqp = dqa + dm.head(j, h) + i0 * dm.d;
+      const float* gop = goa + dm.out_row(j, h, i0);
+      const int64_t panel_at = ((j * dm.n + h) * dm.s + i0) * dm.s;
+      const float* pp = pa + panel_at;
+      gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, 1.0f, gop, dm.ldo, vp, dm.d, 0.0f, ds, dm.s);
+      for (int64_t ii = 0; ii < mq; ++ii) {
+        const float* prow = pp + ii * dm.s;
+        float* srow = ds + ii * dm.s;
+        const int64_t valid = i0 + ii + 1;
+        if (drop.on) {
+          const uint8_t* mrow = ma + panel_at + ii * dm.s;
+          float* drow = pd + ii * dm.s;
+          for (int64_t t = 0; t < valid; ++t) {
+            const float kp_t = static_cast<float>(mrow[t]) * drop.inv_keep;
+            srow[t] *= kp_t;
+            drow[t] = prow[t] * kp_t;
+          }
+          for (int64_t t = valid; t < kend; ++t) drow[t] = 0.0f;
+        }
+        float di = 0.0f;  // Σ_t P_it dP_it
+        for (int64_t t = 0; t < valid; ++t) di += prow[t] * srow[t];
+        for (int64_t t = 0; t < valid; ++t) srow[t] = prow[t] * (srow[t] - di);
+        for (int64_t t = valid; t < kend; ++t) srow[t] = 0.0f;
+      }
+      // Without dropout the saved probabilities (zero above the diagonal) are used as they are.
+      const float* pdrop = drop.on ? pd : pp;
+      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, 1.0f, pdrop, dm.s, gop, dm.ldo, 1.0f, dvp, dm.d);
+      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, scale, ds, dm.s, qp, dm.d, 1.0f, dkp, dm.d);
+      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, kend, scale, ds, dm.s, kp, dm.d, 1.0f, dqp, dm.d);
+    }
+  };
+  run_backward(dm, dk, dv, workspace, head_fn);
+}
+
+}  // namespace mt::cpu

@@ -1,0 +1,36 @@
+// CPU kernels for ops/attention.h (shapes already validated by the op): QKV split + RoPE, the
+// online-softmax (lean) attention and the materialising (probs) attention, forward and backward.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/attention.h"
+
+namespace mt::cpu {
+
+void rope_tables(const TensorView& cos, const TensorView& sin, double base);
+void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
+                        const TensorView& cos, const TensorView& sin);
+void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const TensorView& cos, const TensorView& sin);
+
+void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options);
+void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                   const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
+void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const AttentionOptions& options);
+void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                         const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
+
+// Workspace layout of either backward: `threads` per-thread slots of scratch tiles, then (only when
+// threads > b, i.e. when GQA/MQA may leave threads idle) per-query-head dk/dv partials [2, b, n, s, d].
+// A workspace sized for fewer threads than OpenMP offers makes the backward use fewer threads.
+size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, int64_t d);
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads);
+
+}  // namespace mt::cpu

@@ -1,0 +1,120 @@
+// CPU kernels for ops/elementwise.h: flat adds, scales, copies, dtype casts and the sum of squares.
+#include "backend/cpu/elementwise.h"
+
+#include <cstring>
+
+namespace mt::cpu {
+
+namespace {
+
+// Reads element i of a float-like tensor as f32 (bf16 and f16 widen exactly).
+inline float load_as_f32(const TensorView& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
+    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(t.data)[i]);
+    default: return static_cast<const float*>(t.data)[i];
+  }
+}
+
+// Sum of squares of [begin, end) in double.  The simd reduction's order is fixed at compile time,
+// so the result does not depend on the thread count.
+double sum_squares_range(const TensorView& t, int64_t begin, int64_t end) {
+  double acc = 0.0;
+  if (t.dtype == DType::f32) {
+    const float* x = static_cast<const float*>(t.data);
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = begin; i < end; ++i) acc += static_cast<double>(x[i]) * x[i];
+  } else if (t.dtype == DType::bf16) {
+    const uint16_t* x = static_cast<const uint16_t*>(t.data);
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = bf16_to_f32(x[i]);
+      acc += v * v;
+    }
+  } else {
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = load_as_f32(t, i);
+      acc += v * v;
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
+void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b) {
+  const int64_t n = out.numel();
+  float* y = out.f32();
+  const float* x0 = a.f32();
+  const float* x1 = b.f32();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = x0[i] + x1[i];
+}
+
+void accumulate(const TensorView& dst, const TensorView& src) {
+  const int64_t n = dst.numel();
+  float* y = dst.f32();
+  const float* x = src.f32();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale_inplace(const TensorView& t, float factor) {
+  const int64_t n = t.numel();
+  float* y = t.f32();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] *= factor;
+}
+
+void copy_tensor(const TensorView& dst, const TensorView& src) {
+  if (dst.data != src.data) std::memmove(dst.data, src.data, src.bytes());
+}
+
+void cast(const TensorView& dst, const TensorView& src) {
+  if (dst.dtype == src.dtype) return copy_tensor(dst, src);
+  const int64_t n = src.numel();
+  // The common f32 <-> bf16 pairs get branch-free loops of their own; the rest go through f32,
+  // which holds every bf16 and f16 value exactly, so each path rounds once.
+  if (src.dtype == DType::f32 && dst.dtype == DType::bf16) {
+    const float* x = src.f32();
+    uint16_t* y = dst.bf16();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+  } else if (src.dtype == DType::bf16 && dst.dtype == DType::f32) {
+    const uint16_t* x = src.bf16();
+    float* y = dst.f32();
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_f32(x[i]);
+  } else if (dst.dtype == DType::f32) {
+    float* y = dst.f32();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = load_as_f32(src, i);
+  } else if (dst.dtype == DType::bf16) {
+    uint16_t* y = dst.bf16();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(load_as_f32(src, i));
+  } else {
+    uint16_t* y = dst.f16();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(load_as_f32(src, i));
+  }
+}
+
+double sum_squares(const TensorView& t) {
+  // A partition that depends only on numel (never on the thread count), partial sums combined in
+  // chunk order: the same bits on every run and every OMP_NUM_THREADS.
+  constexpr int64_t kMaxChunks = 1024, kMinChunk = 16384;
+  const int64_t n = t.numel();
+  if (n == 0) return 0.0;
+  const int64_t chunks = std::min(kMaxChunks, (n + kMinChunk - 1) / kMinChunk);
+  const int64_t chunk = (n + chunks - 1) / chunks;
+  double partial[kMaxChunks];
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    partial[c] = sum_squares_range(t, c * chunk, std::min(n, (c + 1) * chunk));
+  double total = 0.0;
+  for (int64_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
+}  // namespace mt::cpu

@@ -1,0 +1,71 @@
+#include "model/config.h"
+
+#include <sstream>
+
+#include "base/error.h"
+
+namespace mt {
+
+void ModelConfig::finalize(int64_t tp) {
+  MT_CHECK(num_layers > 0) << "--num-layers must be positive, got " << num_layers;
+  MT_CHECK(hidden_size > 0) << "--hidden-size must be positive, got " << hidden_size;
+  MT_CHECK(num_attention_heads > 0) << "--num-attention-heads must be positive, got " << num_attention_heads;
+  MT_CHECK(seq_length > 0) << "--seq-length must be positive, got " << seq_length;
+  MT_CHECK(vocab_size > 0) << "the vocabulary size is unknown: pass --vocab-size or a tokenizer";
+  MT_CHECK(make_vocab_size_divisible_by > 0) << "--make-vocab-size-divisible-by must be positive";
+  if (num_query_groups == 0) num_query_groups = num_attention_heads;
+  if (kv_channels == 0) {
+    MT_CHECK(hidden_size % num_attention_heads == 0)
+        << "--hidden-size " << hidden_size << " is not divisible by --num-attention-heads " << num_attention_heads
+        << "; pass --kv-channels to set the head dimension explicitly";
+    kv_channels = hidden_size / num_attention_heads;
+  }
+  if (ffn_hidden_size == 0) {
+    // Megatron: 4h, or for SwiGLU two thirds of that rounded down to a multiple of 64.
+    ffn_hidden_size = activation == Activation::swiglu ? (4 * hidden_size * 2 / 3) / 64 * 64 : 4 * hidden_size;
+    MT_CHECK(ffn_hidden_size > 0) << "derived --ffn-hidden-size is 0; pass --ffn-hidden-size";
+  }
+  if (max_position_embeddings == 0) max_position_embeddings = seq_length;
+
+  MT_CHECK(num_attention_heads % num_query_groups == 0)
+      << "--num-attention-heads " << num_attention_heads << " is not divisible by --num-query-groups "
+      << num_query_groups;
+  MT_CHECK(ffn_hidden_size > 0) << "--ffn-hidden-size must be positive";
+  MT_CHECK(tp > 0 && num_attention_heads % tp == 0)
+      << "--num-attention-heads " << num_attention_heads << " is not divisible by --tensor-model-parallel-size " << tp;
+  MT_CHECK(num_query_groups % tp == 0)
+      << "--num-query-groups " << num_query_groups << " is not divisible by --tensor-model-parallel-size " << tp;
+  MT_CHECK(ffn_hidden_size % tp == 0)
+      << "--ffn-hidden-size " << ffn_hidden_size << " is not divisible by --tensor-model-parallel-size " << tp;
+  if (position_embedding_type == PositionEmbedding::learned_absolute) {
+    MT_CHECK(seq_length <= max_position_embeddings)
+        << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings;
+  } else {
+    MT_CHECK(kv_channels % 2 == 0) << "RoPE needs an even head dimension, got --kv-channels " << kv_channels;
+    MT_CHECK(rotary_base > 0) << "--rotary-base must be positive";
+  }
+  MT_CHECK(norm_epsilon > 0) << "--norm-epsilon must be positive";
+  MT_CHECK(hidden_dropout >= 0 && hidden_dropout < 1) << "--hidden-dropout must be in [0, 1), got " << hidden_dropout;
+  MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
+      << "--attention-dropout must be in [0, 1), got " << attention_dropout;
+  MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
+}
+
+int64_t ModelConfig::padded_vocab_size(int64_t tp) const {
+  const int64_t multiple = make_vocab_size_divisible_by * tp;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+std::string ModelConfig::summary() const {
+  std::ostringstream s;
+  s << "layers " << num_layers << ", hidden " << hidden_size << ", ffn " << ffn_hidden_size << ", heads "
+    << num_attention_heads << " (query groups " << num_query_groups << ", head dim " << kv_channels << "), seq "
+    << seq_length << ", vocab " << vocab_size << " (padded " << padded_vocab_size() << "), "
+    << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm") << ", "
+    << (activation == Activation::swiglu ? "SwiGLU" : activation == Activation::gelu_tanh ? "GeLU(tanh)" : "GeLU")
+    << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions")
+    << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied");
+  return s.str();
+}
+
+}  // namespace mt

@@ -1,0 +1,55 @@
+// Owns ModelConfig: the shape and options of a GPT-family model, named as Megatron-LM's flags,
+// with validation that turns every inconsistency into one clear message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mt {
+
+enum class PositionEmbedding { learned_absolute, rope };
+enum class Normalization { layernorm, rmsnorm };
+// gelu: exact erf form (Megatron's default F.gelu); gelu_tanh: --openai-gelu (GPT-2's form);
+// swiglu: --swiglu.
+enum class Activation { gelu, gelu_tanh, swiglu };
+// flash: online softmax, keeps no [s, s] tensor; unfused: Megatron's local attention that stores
+// the probabilities (--attention-backend flash | unfused).
+enum class AttentionImpl { flash, unfused };
+
+struct ModelConfig {
+  int64_t num_layers = 2;               // --num-layers
+  int64_t hidden_size = 64;             // --hidden-size
+  int64_t ffn_hidden_size = 0;          // --ffn-hidden-size; 0 = 4h (or Megatron's SwiGLU rule)
+  int64_t num_attention_heads = 4;      // --num-attention-heads
+  int64_t num_query_groups = 0;         // --num-query-groups (with --group-query-attention); 0 = heads
+  int64_t kv_channels = 0;              // --kv-channels; 0 = hidden / heads
+  int64_t seq_length = 128;             // --seq-length
+  int64_t max_position_embeddings = 0;  // --max-position-embeddings; 0 = seq_length
+  PositionEmbedding position_embedding_type = PositionEmbedding::learned_absolute;
+  double rotary_base = 10000.0;         // --rotary-base
+  Normalization normalization = Normalization::layernorm;
+  float norm_epsilon = 1e-5f;           // --norm-epsilon
+  Activation activation = Activation::gelu;
+  bool add_bias_linear = true;          // --disable-bias-linear clears it
+  float hidden_dropout = 0.1f;          // --hidden-dropout
+  float attention_dropout = 0.1f;       // --attention-dropout
+  float init_method_std = 0.02f;        // --init-method-std
+  int64_t vocab_size = 0;               // from the tokenizer, or --vocab-size
+  int64_t make_vocab_size_divisible_by = 128;
+  bool untie_embeddings_and_output_weights = false;
+  AttentionImpl attention_impl = AttentionImpl::flash;
+
+  // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
+  void finalize(int64_t tensor_parallel_size = 1);
+
+  // Derived sizes (valid after finalize()).
+  int64_t padded_vocab_size(int64_t tensor_parallel_size = 1) const;
+  int64_t qkv_size() const { return (num_attention_heads + 2 * num_query_groups) * kv_channels; }
+  int64_t attention_size() const { return num_attention_heads * kv_channels; }
+  int64_t fc1_size() const { return activation == Activation::swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }
+  bool has_position_table() const { return position_embedding_type == PositionEmbedding::learned_absolute; }
+
+  std::string summary() const;
+};
+
+}  // namespace mt

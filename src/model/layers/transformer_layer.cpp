@@ -1,0 +1,149 @@
+#include "model/layers/transformer_layer.h"
+
+#include <cmath>
+#include <string>
+
+#include "model/layers/norm_act.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+
+namespace mt {
+
+namespace {
+bool layernorm(const ModelConfig& c) { return c.normalization == Normalization::layernorm; }
+
+AttentionOptions attention_options(const LayerContext& ctx) {
+  AttentionOptions o;
+  o.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ctx.config->kv_channels)));
+  o.dropout_p = ctx.config->attention_dropout;
+  o.rng = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention");
+  return o;
+}
+}  // namespace
+
+RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const char* site) {
+  // Mix (site, layer, round) into one 64-bit stream id; splitmix-style so nearby rounds differ widely.
+  uint64_t z = stream_id(std::string(site) + "." + std::to_string(layer)) + round * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return RngStream{seed, z ^ (z >> 31)};
+}
+
+LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape) {
+  const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
+  const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
+  LayerActivations act;
+  act.norm1_out = a.alloc(DType::f32, {N, h});
+  if (layernorm(c)) act.norm1_mean = a.alloc(DType::f32, {N});
+  act.norm1_rstd = a.alloc(DType::f32, {N});
+  act.q = a.alloc(DType::f32, {b, n, s, d});
+  act.k = a.alloc(DType::f32, {b, g, s, d});
+  act.v = a.alloc(DType::f32, {b, g, s, d});
+  act.context = a.alloc(DType::f32, {N, n * d});
+  if (c.attention_impl == AttentionImpl::flash) {
+    act.lse = a.alloc(DType::f32, {b, n, s});
+  } else {
+    act.probs = a.alloc(DType::f32, {b, n, s, s});
+    if (c.attention_dropout > 0) act.probs_mask = a.alloc(DType::u8, {b, n, s, s});
+  }
+  act.attn_drop_mask = a.alloc(DType::u8, {N, h});
+  act.residual1 = a.alloc(DType::f32, {N, h});
+  act.norm2_out = a.alloc(DType::f32, {N, h});
+  if (layernorm(c)) act.norm2_mean = a.alloc(DType::f32, {N});
+  act.norm2_rstd = a.alloc(DType::f32, {N});
+  act.fc1_out = a.alloc(DType::f32, {N, c.fc1_size()});
+  act.act_out = a.alloc(DType::f32, {N, c.ffn_hidden_size});
+  act.mlp_drop_mask = a.alloc(DType::u8, {N, h});
+  act.out = a.alloc(DType::f32, {N, h});
+  return act;
+}
+
+LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shape, int threads) {
+  const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
+  const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
+  LayerScratch sc;
+  sc.qkv = a.alloc(DType::f32, {N, c.qkv_size()});
+  sc.dense = a.alloc(DType::f32, {N, h});
+  sc.dnorm = a.alloc(DType::f32, {N, h});
+  sc.dcontext = a.alloc(DType::f32, {N, n * d});
+  sc.dq = a.alloc(DType::f32, {b, n, s, d});
+  sc.dk = a.alloc(DType::f32, {b, g, s, d});
+  sc.dv = a.alloc(DType::f32, {b, g, s, d});
+  sc.dfc1 = a.alloc(DType::f32, {N, c.fc1_size()});
+  sc.dact = a.alloc(DType::f32, {N, c.ffn_hidden_size});
+  sc.attention = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, threads))});
+  return sc;
+}
+
+void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const TensorView& x,
+                           LayerActivations& act, const LayerScratch& sc) {
+  const ModelConfig& c = *ctx.config;
+  // Attention block.
+  norm_fwd(c, act.norm1_out, act.norm1_mean, act.norm1_rstd, x, w.input_norm_weight, w.input_norm_bias);
+  linear_fwd(sc.qkv, act.norm1_out, w.qkv_weight, w.qkv_bias);
+  qkv_split_rope_fwd(act.q, act.k, act.v, sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), ctx.rope_cos,
+                     ctx.rope_sin);
+  const AttentionOptions options = attention_options(ctx);
+  const TensorView context_sbh = act.context.reshape({ctx.shape.s, ctx.shape.b, c.attention_size()});
+  if (c.attention_impl == AttentionImpl::flash)
+    attention_fwd(context_sbh, act.lse, act.q, act.k, act.v, options);
+  else
+    attention_probs_fwd(context_sbh, act.probs, act.probs_mask, act.q, act.k, act.v, options);
+  linear_fwd(sc.dense, act.context, w.proj_weight, w.proj_bias);
+  dropout_add_fwd(act.residual1, act.attn_drop_mask, sc.dense, x, c.hidden_dropout,
+                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"), 0);
+  // MLP block.
+  norm_fwd(c, act.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
+  linear_fwd(act.fc1_out, act.norm2_out, w.fc1_weight, w.fc1_bias);
+  mlp_activation_fwd(c, act.act_out, act.fc1_out);
+  linear_fwd(sc.dense, act.act_out, w.fc2_weight, w.fc2_bias);
+  dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, c.hidden_dropout,
+                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), 0);
+}
+
+void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const LayerTensors& g,
+                           const TensorView& x, const LayerActivations& act, const LayerScratch& sc,
+                           const TensorView& dx) {
+  const ModelConfig& c = *ctx.config;
+  // MLP block. dx holds d(out); the residual passes it to d(residual1) unchanged, and the norm
+  // backward below adds the branch's contribution into the same buffer.
+  zero(sc.dense);
+  dropout_bwd(sc.dense, dx, act.mlp_drop_mask, c.hidden_dropout);
+  zero(sc.dact);
+  linear_bwd(sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, act.act_out, w.fc2_weight);
+  zero(sc.dfc1);
+  mlp_activation_bwd(c, sc.dfc1, sc.dact, act.fc1_out);
+  zero(sc.dnorm);
+  linear_bwd(sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, act.norm2_out, w.fc1_weight);
+  norm_bwd(c, dx, g.mlp_norm_weight, g.mlp_norm_bias, sc.dnorm, act.residual1, w.mlp_norm_weight, act.norm2_mean,
+           act.norm2_rstd);
+  // Attention block; dx now holds d(residual1).
+  zero(sc.dense);
+  dropout_bwd(sc.dense, dx, act.attn_drop_mask, c.hidden_dropout);
+  zero(sc.dcontext);
+  linear_bwd(sc.dcontext, g.proj_weight, g.proj_bias, sc.dense, act.context, w.proj_weight);
+  zero(sc.dq);
+  zero(sc.dk);
+  zero(sc.dv);
+  const AttentionOptions options = attention_options(ctx);
+  const TensorView dcontext_sbh = sc.dcontext.reshape({ctx.shape.s, ctx.shape.b, c.attention_size()});
+  if (c.attention_impl == AttentionImpl::flash) {
+    const TensorView context_sbh = act.context.reshape({ctx.shape.s, ctx.shape.b, c.attention_size()});
+    attention_bwd(sc.dq, sc.dk, sc.dv, dcontext_sbh, context_sbh, act.lse, act.q, act.k, act.v, options,
+                  sc.attention);
+  } else {
+    attention_probs_bwd(sc.dq, sc.dk, sc.dv, dcontext_sbh, act.probs, act.probs_mask, act.q, act.k, act.v, options,
+                        sc.attention);
+  }
+  zero(sc.qkv);
+  qkv_split_rope_bwd(sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), sc.dq, sc.dk, sc.dv, ctx.rope_cos,
+                     ctx.rope_sin);
+  zero(sc.dnorm);
+  linear_bwd(sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, act.norm1_out, w.qkv_weight);
+  norm_bwd(c, dx, g.input_norm_weight, g.input_norm_bias, sc.dnorm, x, w.input_norm_weight, act.norm1_mean,
+           act.norm1_rstd);
+}
+
+}  // namespace mt

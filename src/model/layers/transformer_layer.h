@@ -1,0 +1,81 @@
+// Owns one pre-norm transformer layer (Megatron's TransformerLayer with local attention and MLP):
+//   a   = x + dropout(proj(attention(norm1(x))))
+//   out = a + dropout(fc2(act(fc1(norm2(a)))))
+// as an explicit forward/backward pair, with what the backward needs kept in LayerActivations.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/arena.h"
+#include "base/rng.h"
+#include "model/config.h"
+#include "model/params.h"
+
+namespace mt {
+
+// N = s·b token rows; shapes in [rows, features] unless stated.  Saved between forward and backward.
+struct LayerActivations {
+  TensorView norm1_out;       // [N, h]
+  TensorView norm1_mean;      // [N]  (LayerNorm only)
+  TensorView norm1_rstd;      // [N]
+  TensorView q;               // [b, n, s, d]  after RoPE
+  TensorView k, v;            // [b, g, s, d]  (k after RoPE)
+  TensorView context;         // [N, n·d]  attention output, input of linear_proj
+  TensorView lse;             // [b, n, s]     (flash attention)
+  TensorView probs;           // [b, n, s, s]  (unfused attention)
+  TensorView probs_mask;      // [b, n, s, s] u8 (unfused attention with dropout)
+  TensorView attn_drop_mask;  // [N, h] u8
+  TensorView residual1;       // [N, h]  a
+  TensorView norm2_out;       // [N, h]
+  TensorView norm2_mean;      // [N]  (LayerNorm only)
+  TensorView norm2_rstd;      // [N]
+  TensorView fc1_out;         // [N, ffn or 2·ffn]
+  TensorView act_out;         // [N, ffn]
+  TensorView mlp_drop_mask;   // [N, h] u8
+  TensorView out;             // [N, h]  the layer output (next layer's input)
+};
+
+// Scratch shared by all layers: transient outputs and backward temporaries (never saved).
+struct LayerScratch {
+  TensorView qkv;        // [N, (n + 2g)·d]   forward: linear_qkv output; backward: dqkv
+  TensorView dense;      // [N, h]            forward: proj / fc2 output; backward: their grads
+  TensorView dnorm;      // [N, h]            grad of a norm output
+  TensorView dcontext;   // [N, n·d]
+  TensorView dq, dk, dv; // like q, k, v
+  TensorView dfc1;       // [N, ffn or 2·ffn]
+  TensorView dact;       // [N, ffn]
+  TensorView attention;  // f32 workspace for attention backward
+};
+
+struct LayerShape {
+  int64_t s = 0, b = 0;
+};
+
+// Carves one layer's saved activations out of `arena` (a measuring arena gives the size).
+LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape);
+LayerScratch alloc_layer_scratch(Arena& arena, const ModelConfig& c, LayerShape shape, int threads);
+
+// Everything a layer needs besides its weights and buffers.
+struct LayerContext {
+  const ModelConfig* config = nullptr;
+  LayerShape shape;
+  TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
+  uint64_t seed = 0;              // dropout seed
+  uint64_t dropout_round = 0;     // advances every micro-batch so masks differ between them
+  int64_t layer_index = 0;        // global layer number (streams are keyed by it)
+};
+
+// x: [N, h] layer input (kept by the caller: it is the previous layer's output).
+void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const TensorView& x,
+                           LayerActivations& act, const LayerScratch& scratch);
+
+// dx_inout: [N, h]; on entry the gradient of the layer output, on exit the gradient of its input.
+// Weight gradients accumulate into g.
+void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const LayerTensors& g,
+                           const TensorView& x, const LayerActivations& act, const LayerScratch& scratch,
+                           const TensorView& dx_inout);
+
+// The dropout stream for one site of one layer in one round (site: "attention", "attn_out", ...).
+RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const char* site);
+
+}  // namespace mt

@@ -1,0 +1,137 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "base/rng.h"
+
+namespace mt {
+
+namespace {
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  InitKind init;
+};
+
+std::vector<ParamSpec> param_specs(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, v = c.padded_vocab_size();
+  const bool layernorm = c.normalization == Normalization::layernorm;
+  std::vector<ParamSpec> specs;
+  auto add = [&](std::string name, Shape shape, InitKind init) { specs.push_back({std::move(name), shape, init}); };
+  auto add_norm = [&](const std::string& prefix) {
+    add(prefix + ".weight", {h}, InitKind::ones);
+    if (layernorm) add(prefix + ".bias", {h}, InitKind::zeros);
+  };
+  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, InitKind init) {
+    add(prefix + ".weight", {out, in}, init);
+    if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros);
+  };
+
+  add("embedding.word_embeddings.weight", {v, h}, InitKind::normal);
+  if (c.has_position_table()) add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, InitKind::normal);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    add_norm(p + "input_layernorm");
+    add_linear(p + "self_attention.linear_qkv", c.qkv_size(), h, InitKind::normal);
+    add_linear(p + "self_attention.linear_proj", h, c.attention_size(), InitKind::scaled_normal);
+    add_norm(p + "pre_mlp_layernorm");
+    add_linear(p + "mlp.linear_fc1", c.fc1_size(), h, InitKind::normal);
+    add_linear(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
+  }
+  add_norm("decoder.final_layernorm");
+  if (c.untie_embeddings_and_output_weights) add("output_layer.weight", {v, h}, InitKind::normal);
+  return specs;
+}
+
+bool is_decayed(const ParamSpec& spec) {
+  const bool bias = spec.name.size() >= 5 && spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0;
+  return spec.shape.ndim >= 2 && !bias;
+}
+
+}  // namespace
+
+ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker)
+    : config_(config), backend_(backend) {
+  const std::vector<ParamSpec> specs = param_specs(config_);
+  Arena measure(MemCategory::weights);
+  for (const ParamSpec& s : specs) measure.alloc(DType::f32, s.shape);
+  value_arena_ = std::make_unique<Arena>(backend, MemCategory::weights, measure.used(), tracker);
+  grad_arena_ = std::make_unique<Arena>(backend, MemCategory::grads, measure.used(), tracker);
+  for (const ParamSpec& s : specs) {
+    params_.push_back({s.name, value_arena_->alloc(DType::f32, s.shape), grad_arena_->alloc(DType::f32, s.shape),
+                       s.init, is_decayed(s)});
+  }
+  value_arena_->zero_used();
+  grad_arena_->zero_used();
+}
+
+void ParamStore::init(uint64_t seed) {
+  const double sigma = config_.init_method_std;
+  const double scaled_sigma = sigma / std::sqrt(2.0 * static_cast<double>(config_.num_layers));
+  std::vector<float> host;
+  for (Param& p : params_) {
+    host.resize(static_cast<size_t>(p.value.numel()));
+    const RngStream rng{seed, stream_id(p.name)};
+    const double std = p.init == InitKind::scaled_normal ? scaled_sigma : sigma;
+    for (size_t i = 0; i < host.size(); ++i) {
+      switch (p.init) {
+        case InitKind::normal:
+        case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(i)); break;
+        case InitKind::ones: host[i] = 1.0f; break;
+        case InitKind::zeros: host[i] = 0.0f; break;
+      }
+    }
+    backend_.copy_from_host(p.value.data, host.data(), p.value.bytes());
+  }
+}
+
+void ParamStore::zero_grads() { grad_arena_->zero_used(); }
+
+Param& ParamStore::get(const std::string& name) {
+  for (Param& p : params_)
+    if (p.name == name) return p;
+  std::string known;
+  for (const Param& p : params_) known += "\n  " + p.name;
+  MT_FAIL() << "no parameter named '" << name << "'; the model has:" << known;
+}
+
+int64_t ParamStore::numel() const {
+  int64_t n = 0;
+  for (const Param& p : params_) n += p.value.numel();
+  return n;
+}
+
+GptTensors ParamStore::collect(bool grads) const {
+  auto find = [&](const std::string& name) -> TensorView {
+    for (const Param& p : params_)
+      if (p.name == name) return grads ? p.grad : p.value;
+    return {};
+  };
+  GptTensors t;
+  t.word_embeddings = find("embedding.word_embeddings.weight");
+  t.position_embeddings = find("embedding.position_embeddings.weight");
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+    LayerTensors l;
+    l.input_norm_weight = find(p + "input_layernorm.weight");
+    l.input_norm_bias = find(p + "input_layernorm.bias");
+    l.qkv_weight = find(p + "self_attention.linear_qkv.weight");
+    l.qkv_bias = find(p + "self_attention.linear_qkv.bias");
+    l.proj_weight = find(p + "self_attention.linear_proj.weight");
+    l.proj_bias = find(p + "self_attention.linear_proj.bias");
+    l.mlp_norm_weight = find(p + "pre_mlp_layernorm.weight");
+    l.mlp_norm_bias = find(p + "pre_mlp_layernorm.bias");
+    l.fc1_weight = find(p + "mlp.linear_fc1.weight");
+    l.fc1_bias = find(p + "mlp.linear_fc1.bias");
+    l.fc2_weight = find(p + "mlp.linear_fc2.weight");
+    l.fc2_bias = find(p + "mlp.linear_fc2.bias");
+    t.layers.push_back(l);
+  }
+  t.final_norm_weight = find("decoder.final_layernorm.weight");
+  t.final_norm_bias = find("decoder.final_layernorm.bias");
+  t.output_weight = config_.untie_embeddings_and_output_weights ? find("output_layer.weight") : t.word_embeddings;
+  return t;
+}
+
+}  // namespace mt

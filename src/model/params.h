@@ -1,0 +1,72 @@
+// Owns the GPT parameter layout: every parameter's Megatron name, shape, init rule and weight-decay
+// flag; one contiguous value arena and one gradient arena with the same layout; and Megatron's
+// init drawn from the counter-based generator keyed by (seed, name, global element index).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/arena.h"
+#include "model/config.h"
+
+namespace mt {
+
+// normal: N(0, σ); scaled_normal: N(0, σ/√(2L)) for the output projections (attention proj, fc2).
+enum class InitKind { normal, scaled_normal, ones, zeros };
+
+struct Param {
+  std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
+  TensorView value;
+  TensorView grad;
+  InitKind init = InitKind::normal;
+  bool weight_decay = true;  // Megatron excludes biases and 1-D (norm) parameters from decay
+};
+
+// Views of one transformer layer's tensors (all values, or all gradients).  Empty views for
+// parameters the config does not have (biases, LayerNorm bias).
+struct LayerTensors {
+  TensorView input_norm_weight, input_norm_bias;  // [h]
+  TensorView qkv_weight, qkv_bias;                // [(n + 2g)·d, h], [(n + 2g)·d]
+  TensorView proj_weight, proj_bias;              // [h, n·d], [h]
+  TensorView mlp_norm_weight, mlp_norm_bias;      // [h]
+  TensorView fc1_weight, fc1_bias;                // [ffn or 2·ffn, h]
+  TensorView fc2_weight, fc2_bias;                // [h, ffn]
+};
+
+struct GptTensors {
+  TensorView word_embeddings;                      // [V_padded, h]
+  TensorView position_embeddings;                  // [max_pos, h] or empty (RoPE)
+  std::vector<LayerTensors> layers;
+  TensorView final_norm_weight, final_norm_bias;   // [h]
+  TensorView output_weight;                        // [V_padded, h]; the word embedding when tied
+};
+
+class ParamStore {
+ public:
+  ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker);
+
+  // Megatron's init for every parameter (layout-invariant: keyed by name and global index).
+  void init(uint64_t seed);
+  void zero_grads();
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  // The parameter of that name, or mt::Error listing what exists.
+  Param& get(const std::string& name);
+  int64_t numel() const;
+
+  GptTensors values() const { return collect(false); }
+  GptTensors grads() const { return collect(true); }
+
+ private:
+  GptTensors collect(bool grads) const;
+
+  const ModelConfig config_;
+  Backend& backend_;
+  std::vector<Param> params_;
+  std::unique_ptr<Arena> value_arena_;
+  std::unique_ptr<Arena> grad_arena_;
+};
+
+}  // namespace mt

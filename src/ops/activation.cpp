@@ -1,0 +1,91 @@
+// Validates the activation ops once for every backend, then routes to the backend owning the memory.
+// Tensors may carry any leading dims; the activation acts on the last one.
+#include "ops/activation.h"
+
+#include "backend/cpu/activation.h"
+
+namespace mt {
+
+namespace {
+
+void check_f32(const TensorView& t, const char* op, const char* name) {
+  check_dtype(t, DType::f32, op, name);
+  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
+}
+
+// [..., 2f] for out [..., f]: same leading dims, last dim doubled.
+Shape doubled_last(const TensorView& t) {
+  Shape s = t.shape;
+  s.dims[s.ndim - 1] *= 2;
+  return s;
+}
+
+void check_form(GeluForm form, const char* op) {
+  MT_CHECK(form == GeluForm::erf || form == GeluForm::tanh) << op << ": unknown GeluForm " << static_cast<int>(form);
+}
+
+[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
+
+}  // namespace
+
+void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form) {
+  const char* op = "gelu_fwd";
+  check_f32(inp, op, "inp");
+  check_f32(out, op, "out");
+  check_shape(out, inp.shape, op, "out");
+  check_form(form, op);
+  check_same_device({out, inp}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::gelu_fwd(out, inp, form);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form) {
+  const char* op = "gelu_bwd";
+  check_f32(inp, op, "inp");
+  check_f32(dout, op, "dout");
+  check_f32(dinp, op, "dinp");
+  check_shape(dout, inp.shape, op, "dout");
+  check_shape(dinp, inp.shape, op, "dinp");
+  check_form(form, op);
+  check_same_device({dinp, dout, inp}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::gelu_bwd(dinp, dout, inp, form);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void swiglu_fwd(const TensorView& out, const TensorView& inp) {
+  const char* op = "swiglu_fwd";
+  check_f32(inp, op, "inp");
+  check_f32(out, op, "out");
+  MT_CHECK(out.ndim() >= 1) << op << ": out is " << out.str() << "; expected [N, f]";
+  check_shape(inp, doubled_last(out), op, "inp ([gate | up], twice out's last dim)");
+  check_same_device({out, inp}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::swiglu_fwd(out, inp);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp) {
+  const char* op = "swiglu_bwd";
+  check_f32(inp, op, "inp");
+  check_f32(dout, op, "dout");
+  check_f32(dinp, op, "dinp");
+  MT_CHECK(dout.ndim() >= 1) << op << ": dout is " << dout.str() << "; expected [N, f]";
+  check_shape(inp, doubled_last(dout), op, "inp ([gate | up], twice dout's last dim)");
+  check_shape(dinp, inp.shape, op, "dinp");
+  check_same_device({dinp, dout, inp}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::swiglu_bwd(dinp, dout, inp);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+}  // namespace mt

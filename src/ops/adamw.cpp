@@ -1,0 +1,36 @@
+// Validates the AdamW step once for every backend, then routes to the backend owning the memory.
+#include "ops/adamw.h"
+
+#include <cmath>
+
+#include "backend/cpu/adamw.h"
+
+namespace mt {
+
+void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                  const AdamWParams& params) {
+  const char* op = "adamw_update";
+  const int64_t n = param.numel();
+  const TensorView* tensors[] = {&param, &grad, &m, &v};
+  const char* names[] = {"param", "grad", "m", "v"};
+  for (int k = 0; k < 4; ++k) {
+    check_dtype(*tensors[k], DType::f32, op, names[k]);
+    MT_CHECK(tensors[k]->numel() == n) << op << ": " << names[k] << " is " << tensors[k]->str() << ", expected "
+                                       << n << " elements like param";
+    MT_CHECK(!tensors[k]->empty() || n == 0) << op << ": " << names[k] << " has no data";
+  }
+  MT_CHECK(params.step >= 1) << op << ": step " << params.step << " must be >= 1 (1-based, for the bias corrections)";
+  MT_CHECK(params.beta1 >= 0.0f && params.beta1 < 1.0f && params.beta2 >= 0.0f && params.beta2 < 1.0f)
+      << op << ": betas (" << params.beta1 << ", " << params.beta2 << ") must lie in [0, 1)";
+  MT_CHECK(std::isfinite(params.lr) && std::isfinite(params.eps) && std::isfinite(params.weight_decay))
+      << op << ": lr " << params.lr << ", eps " << params.eps << ", weight_decay " << params.weight_decay
+      << " must be finite";
+  check_same_device({param, grad, m, v}, op);
+  switch (param.device) {
+    case Device::cpu: return cpu::adamw_update(param, grad, m, v, params);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+}  // namespace mt

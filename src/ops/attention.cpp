@@ -1,0 +1,224 @@
+// Validates attention / RoPE shapes and options once for every backend, then routes to the backend
+// owning the memory.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/attention.h"
+
+namespace mt {
+
+namespace {
+
+struct Heads {
+  int64_t b, n, g, s, d;
+};
+
+// q [b, n, s, d], k and v [b, g, s, d] with g dividing n; all f32.
+Heads check_heads(const char* op, const TensorView& q, const TensorView& k, const TensorView& v, const char* qn,
+                  const char* kn, const char* vn) {
+  MT_CHECK(q.ndim() == 4 && k.ndim() == 4) << op << ": " << qn << " " << q.str() << " must be [b, n, s, d] and " << kn
+                                           << " " << k.str() << " [b, g, s, d]";
+  const Heads h{q.dim(0), q.dim(1), k.dim(1), q.dim(2), q.dim(3)};
+  MT_CHECK(h.n >= 1 && h.g >= 1 && h.n % h.g == 0)
+      << op << ": " << h.n << " query heads must be a positive multiple of " << h.g
+      << " key/value heads (query groups); check --num-query-groups";
+  MT_CHECK(h.s >= 1 && h.d >= 1) << op << ": empty sequence or head dim in " << qn << " " << q.str();
+  // The CPU kernels pass row strides (b·n·d) and lengths to cblas as int.
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  MT_CHECK(h.b * h.n * h.d <= kIntMax && h.s <= kIntMax)
+      << op << ": " << qn << " " << q.str() << " is too large for 32-bit BLAS strides";
+  check_shape(k, {h.b, h.g, h.s, h.d}, op, kn);
+  check_shape(v, {h.b, h.g, h.s, h.d}, op, vn);
+  check_dtype(q, DType::f32, op, qn);
+  check_dtype(k, DType::f32, op, kn);
+  check_dtype(v, DType::f32, op, vn);
+  return h;
+}
+
+void check_options(const char* op, const AttentionOptions& o, int64_t n) {
+  MT_CHECK(std::isfinite(o.scale)) << op << ": scale " << o.scale << " is not finite";
+  MT_CHECK(o.dropout_p >= 0.0f && o.dropout_p < 1.0f)
+      << op << ": dropout_p " << o.dropout_p << " must be in [0, 1); check --attention-dropout";
+  const int64_t total = o.total_heads ? o.total_heads : n;
+  MT_CHECK(o.head_offset >= 0 && o.head_offset + n <= total)
+      << op << ": local heads [" << o.head_offset << ", " << o.head_offset + n << ") do not fit in total_heads "
+      << total;
+}
+
+// cos/sin: both empty (no RoPE) or both f32 [P, d/2] with P >= s.  Returns whether RoPE applies.
+bool check_rope(const char* op, const TensorView& cos, const TensorView& sin, int64_t s, int64_t d) {
+  MT_CHECK(cos.empty() == sin.empty()) << op << ": give both cos and sin tables or neither";
+  if (cos.empty()) return false;
+  MT_CHECK(d % 2 == 0) << op << ": RoPE needs an even head dim, got " << d;
+  MT_CHECK(cos.ndim() == 2 && cos.dim(1) == d / 2)
+      << op << ": cos " << cos.str() << " must be [positions, " << d / 2 << "] for head dim " << d;
+  MT_CHECK(cos.dim(0) >= s) << op << ": RoPE tables cover " << cos.dim(0) << " positions, sequence has " << s
+                            << "; build them with at least --max-position-embeddings rows";
+  check_shape(sin, cos.shape, op, "sin");
+  check_dtype(cos, DType::f32, op, "cos");
+  check_dtype(sin, DType::f32, op, "sin");
+  return true;
+}
+
+void check_grads_f32(const char* op, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                     const TensorView& dout) {
+  check_dtype(dq, DType::f32, op, "dq");
+  check_dtype(dk, DType::f32, op, "dk");
+  check_dtype(dv, DType::f32, op, "dv");
+  check_dtype(dout, DType::f32, op, "dout");
+}
+
+void check_workspace(const char* op, const TensorView& workspace, const Heads& h) {
+  check_dtype(workspace, DType::f32, op, "workspace");
+  const size_t need = cpu::attention_workspace_floats(h.b, h.n, h.s, h.d, 1);
+  MT_CHECK(!workspace.empty() && static_cast<size_t>(workspace.numel()) >= need)
+      << op << ": workspace has " << workspace.numel() << " floats, needs at least " << need
+      << " (attention_workspace_floats(b, n, s, d, threads))";
+}
+
+}  // namespace
+
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
+  return cpu::attention_workspace_floats(b, n, s, d, threads);
+}
+
+void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
+  const char* op = "rope_tables";
+  MT_CHECK(cos.ndim() == 2 && cos.dim(1) >= 1) << op << ": cos " << cos.str() << " must be [positions, d/2]";
+  check_shape(sin, cos.shape, op, "sin");
+  check_dtype(cos, DType::f32, op, "cos");
+  check_dtype(sin, DType::f32, op, "sin");
+  MT_CHECK(base > 0.0 && std::isfinite(base)) << op << ": base " << base << " must be positive; check --rotary-base";
+  check_same_device({cos, sin}, op);
+  switch (cos.device) {
+    case Device::cpu: return cpu::rope_tables(cos, sin, base);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
+                        const TensorView& cos, const TensorView& sin) {
+  const char* op = "qkv_split_rope_fwd";
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  check_shape(qkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "qkv");
+  check_dtype(qkv, DType::f32, op, "qkv");
+  check_rope(op, cos, sin, h.s, h.d);
+  check_same_device({q, k, v, qkv, cos, sin}, op);
+  switch (qkv.device) {
+    case Device::cpu: return cpu::qkv_split_rope_fwd(q, k, v, qkv, cos, sin);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
+                        const TensorView& cos, const TensorView& sin) {
+  const char* op = "qkv_split_rope_bwd";
+  const Heads h = check_heads(op, dq, dk, dv, "dq", "dk", "dv");
+  check_shape(dqkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "dqkv");
+  check_dtype(dqkv, DType::f32, op, "dqkv");
+  check_rope(op, cos, sin, h.s, h.d);
+  check_same_device({dqkv, dq, dk, dv, cos, sin}, op);
+  switch (dqkv.device) {
+    case Device::cpu: return cpu::qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options) {
+  const char* op = "attention_fwd";
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  check_options(op, options, h.n);
+  check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
+  check_shape(lse, {h.b, h.n, h.s}, op, "lse");
+  check_dtype(out, DType::f32, op, "out");
+  check_dtype(lse, DType::f32, op, "lse");
+  check_same_device({out, lse, q, k, v}, op);
+  switch (q.device) {
+    case Device::cpu: return cpu::attention_fwd(out, lse, q, k, v, options);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                   const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
+                   const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
+  const char* op = "attention_bwd";
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  check_options(op, options, h.n);
+  check_shape(dq, q.shape, op, "dq");
+  check_shape(dk, k.shape, op, "dk");
+  check_shape(dv, v.shape, op, "dv");
+  check_shape(dout, {h.s, h.b, h.n * h.d}, op, "dout");
+  check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
+  check_shape(lse, {h.b, h.n, h.s}, op, "lse");
+  check_grads_f32(op, dq, dk, dv, dout);
+  check_dtype(out, DType::f32, op, "out");
+  check_dtype(lse, DType::f32, op, "lse");
+  check_workspace(op, workspace, h);
+  check_same_device({dq, dk, dv, dout, out, lse, q, k, v, workspace}, op);
+  switch (q.device) {
+    case Device::cpu: return cpu::attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const AttentionOptions& options) {
+  const char* op = "attention_probs_fwd";
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  check_options(op, options, h.n);
+  check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
+  check_shape(probs, {h.b, h.n, h.s, h.s}, op, "probs");
+  check_dtype(out, DType::f32, op, "out");
+  check_dtype(probs, DType::f32, op, "probs");
+  MT_CHECK(options.dropout_p == 0.0f || !mask.empty()) << op << ": dropout_p > 0 needs a mask [b, n, s, s] (u8)";
+  if (!mask.empty()) {
+    check_shape(mask, {h.b, h.n, h.s, h.s}, op, "mask");
+    check_dtype(mask, DType::u8, op, "mask");
+  }
+  check_same_device({out, probs, mask, q, k, v}, op);
+  switch (q.device) {
+    case Device::cpu: return cpu::attention_probs_fwd(out, probs, mask, q, k, v, options);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
+                         const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
+                         const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
+  const char* op = "attention_probs_bwd";
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  check_options(op, options, h.n);
+  check_shape(dq, q.shape, op, "dq");
+  check_shape(dk, k.shape, op, "dk");
+  check_shape(dv, v.shape, op, "dv");
+  check_shape(dout, {h.s, h.b, h.n * h.d}, op, "dout");
+  check_shape(probs, {h.b, h.n, h.s, h.s}, op, "probs");
+  check_grads_f32(op, dq, dk, dv, dout);
+  check_dtype(probs, DType::f32, op, "probs");
+  MT_CHECK(options.dropout_p == 0.0f || !mask.empty())
+      << op << ": dropout_p > 0 needs the mask saved by attention_probs_fwd";
+  if (!mask.empty()) {
+    check_shape(mask, {h.b, h.n, h.s, h.s}, op, "mask");
+    check_dtype(mask, DType::u8, op, "mask");
+  }
+  check_workspace(op, workspace, h);
+  check_same_device({dq, dk, dv, dout, probs, mask, q, k, v, workspace}, op);
+  switch (q.device) {
+    case Device::cpu: return cpu::attention_probs_bwd(dq, dk, dv, dout, probs, mask, q, k, v, options, workspace);
+    case Device::cuda: break;
+  }
+  MT_FAIL() << op << ": no kernel for this device in this build";
+}
+
+}  // namespace mt

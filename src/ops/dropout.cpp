@@ -1,0 +1,72 @@
+// Validates the dropout ops once for every backend, then routes to the backend owning the memory.
+#include "ops/dropout.h"
+
+#include <cmath>
+
+#include "backend/cpu/dropout.h"
+
+namespace mt {
+
+namespace {
+
+void check_tensor(const TensorView& t, const Shape& shape, DType dtype, const char* op, const char* name) {
+  check_dtype(t, dtype, op, name);
+  check_shape(t, shape, op, name);
+  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
+}
+
+void check_p(float p, const char* op) {
+  MT_CHECK(std::isfinite(p) && p >= 0.0f && p < 1.0f) << op << ": dropout probability " << p
+                                                       << " must lie in [0, 1)";
+}
+
+[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
+
+}  // namespace
+
+void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
+                 uint64_t offset) {
+  const char* op = "dropout_fwd";
+  check_tensor(inp, inp.shape, DType::f32, op, "inp");
+  check_tensor(out, inp.shape, DType::f32, op, "out");
+  check_tensor(mask, inp.shape, DType::u8, op, "mask");
+  check_p(p, op);
+  check_same_device({out, mask, inp}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::dropout_fwd(out, mask, inp, p, rng, offset);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
+  const char* op = "dropout_bwd";
+  check_tensor(dout, dout.shape, DType::f32, op, "dout");
+  check_tensor(dinp, dout.shape, DType::f32, op, "dinp");
+  check_tensor(mask, dout.shape, DType::u8, op, "mask");
+  check_p(p, op);
+  check_same_device({dinp, dout, mask}, op);
+  switch (dout.device) {
+    case Device::cpu: return cpu::dropout_bwd(dinp, dout, mask, p);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
+                     const TensorView& residual, float p, const RngStream& rng, uint64_t offset) {
+  const char* op = "dropout_add_fwd";
+  check_tensor(inp, inp.shape, DType::f32, op, "inp");
+  check_tensor(residual, inp.shape, DType::f32, op, "residual");
+  check_tensor(out, inp.shape, DType::f32, op, "out");
+  check_tensor(mask, inp.shape, DType::u8, op, "mask");
+  check_p(p, op);
+  check_same_device({out, mask, inp, residual}, op);
+  switch (inp.device) {
+    case Device::cpu: return cpu::dropout_add_fwd(out, mask, inp, residual, p, rng, offset);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+}  // namespace mt

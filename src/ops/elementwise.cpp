@@ -1,0 +1,105 @@
+// Validates the elementwise ops once for every backend, then routes to the backend owning the memory.
+#include "ops/elementwise.h"
+
+#include "backend/cpu/elementwise.h"
+
+namespace mt {
+
+namespace {
+
+void check_numel(const TensorView& t, int64_t n, const char* op, const char* name) {
+  MT_CHECK(t.numel() == n) << op << ": " << name << " is " << t.str() << " with " << t.numel()
+                           << " elements, expected " << n << " (the ops are flat: shapes may differ, sizes not)";
+}
+
+void check_not_empty(const TensorView& t, const char* op, const char* name) {
+  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " has no data";
+}
+
+bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+
+[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
+
+}  // namespace
+
+void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b) {
+  const char* op = "add_fwd";
+  check_dtype(out, DType::f32, op, "out");
+  check_dtype(a, DType::f32, op, "a");
+  check_dtype(b, DType::f32, op, "b");
+  check_numel(a, out.numel(), op, "a");
+  check_numel(b, out.numel(), op, "b");
+  check_not_empty(out, op, "out");
+  check_same_device({out, a, b}, op);
+  switch (out.device) {
+    case Device::cpu: return cpu::add_fwd(out, a, b);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void accumulate(const TensorView& dst, const TensorView& src) {
+  const char* op = "accumulate";
+  check_dtype(dst, DType::f32, op, "dst");
+  check_dtype(src, DType::f32, op, "src");
+  check_numel(src, dst.numel(), op, "src");
+  check_not_empty(dst, op, "dst");
+  check_same_device({dst, src}, op);
+  switch (dst.device) {
+    case Device::cpu: return cpu::accumulate(dst, src);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void scale_inplace(const TensorView& t, float factor) {
+  const char* op = "scale_inplace";
+  check_dtype(t, DType::f32, op, "t");
+  check_not_empty(t, op, "t");
+  switch (t.device) {
+    case Device::cpu: return cpu::scale_inplace(t, factor);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void copy_tensor(const TensorView& dst, const TensorView& src) {
+  const char* op = "copy_tensor";
+  MT_CHECK(dst.dtype == src.dtype) << op << ": dst is " << dst.str() << " but src is " << src.str()
+                                   << "; use cast to change the dtype";
+  check_numel(src, dst.numel(), op, "src");
+  check_not_empty(dst, op, "dst");
+  check_same_device({dst, src}, op);
+  switch (dst.device) {
+    case Device::cpu: return cpu::copy_tensor(dst, src);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void cast(const TensorView& dst, const TensorView& src) {
+  const char* op = "cast";
+  MT_CHECK(is_float_type(dst.dtype) && is_float_type(src.dtype))
+      << op << ": from " << src.str() << " to " << dst.str() << "; only f32, bf16 and f16 convert";
+  check_numel(src, dst.numel(), op, "src");
+  check_not_empty(dst, op, "dst");
+  check_same_device({dst, src}, op);
+  switch (dst.device) {
+    case Device::cpu: return cpu::cast(dst, src);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+double sum_squares(const TensorView& t) {
+  const char* op = "sum_squares";
+  MT_CHECK(is_float_type(t.dtype)) << op << ": t is " << t.str() << "; expected f32, bf16 or f16";
+  check_not_empty(t, op, "t");
+  switch (t.device) {
+    case Device::cpu: return cpu::sum_squares(t);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+}  // namespace mt

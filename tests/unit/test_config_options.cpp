@@ -1,0 +1,96 @@
+// ModelConfig derivation and validation, and the option parser's error messages.
+#include "app/options.h"
+#include "model/config.h"
+#include "testing.h"
+
+namespace mt {
+namespace {
+
+ModelConfig base() {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 768;
+  c.num_attention_heads = 12;
+  c.seq_length = 64;
+  c.vocab_size = 50257;
+  return c;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, DerivesMegatronDefaults) {
+  ModelConfig c = base();
+  c.finalize();
+  EXPECT_EQ(c.padded_vocab_size(), 50304);
+  EXPECT_EQ(c.padded_vocab_size(2), 50432);  // multiple of 128·TP
+  EXPECT_EQ(c.kv_channels, 64);
+  EXPECT_EQ(c.num_query_groups, 12);
+  EXPECT_EQ(c.ffn_hidden_size, 3072);
+  EXPECT_EQ(c.max_position_embeddings, 64);
+  ModelConfig s = base();
+  s.activation = Activation::swiglu;
+  s.finalize();
+  EXPECT_EQ(s.ffn_hidden_size, 2048);  // int(4·768·2/3 / 64)·64
+  EXPECT_EQ(s.fc1_size(), 4096);
+}
+
+TEST(ModelConfig, RejectsInconsistentShapesWithClearMessages) {
+  ModelConfig c = base();
+  c.num_query_groups = 5;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("not divisible by --num-query-groups"), std::string::npos);
+  c = base();
+  c.hidden_size = 770;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("--kv-channels"), std::string::npos);
+  c = base();
+  c.max_position_embeddings = 32;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("exceeds --max-position-embeddings"), std::string::npos);
+  c = base();
+  c.vocab_size = 0;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("--vocab-size"), std::string::npos);
+  c = base();
+  c.hidden_dropout = 1.0f;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("--hidden-dropout"), std::string::npos);
+  c = base();
+  EXPECT_NE(error_of([&] { c.finalize(5); }).find("--tensor-model-parallel-size"), std::string::npos);
+}
+
+TEST(Options, ParsesTypedValuesAndDefaults) {
+  const Options o = parse_options("train", {"--hidden-size", "256", "--lr=3e-4", "--swiglu", "--normalization",
+                                            "RMSNorm"});
+  EXPECT_EQ(o.integer("--hidden-size"), 256);
+  EXPECT_DOUBLE_EQ(o.real("--lr"), 3e-4);
+  EXPECT_TRUE(o.flag("--swiglu"));
+  EXPECT_FALSE(o.flag("--disable-bias-linear"));
+  EXPECT_EQ(o.text("--normalization"), "RMSNorm");
+  EXPECT_EQ(o.integer("--num-layers"), 2);  // default
+  EXPECT_FALSE(o.given("--num-layers"));
+}
+
+TEST(Options, RejectsBadInputWithOneClearMessage) {
+  EXPECT_NE(error_of([] { parse_options("train", {"--hiden-size", "4"}); }).find("did you mean --hidden-size"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"--hidden-size", "big"}); }).find("expects an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"--lr"}); }).find("needs a value"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"--normalization", "BatchNorm"}); }).find("must be one of"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"--swiglu=1"}); }).find("takes no value"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"--seed", "1", "--seed", "2"}); }).find("given twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse_options("train", {"stray"}); }).find("unexpected argument"), std::string::npos);
+}
+
+TEST(Options, HelpListsEveryTrainOption) {
+  const std::string help = options_help("train");
+  for (const OptionSpec& o : option_table()) EXPECT_NE(help.find(o.name), std::string::npos) << o.name;
+}
+
+}  // namespace
+}  // namespace mt

@@ -1,0 +1,128 @@
+// Peak memory by category must equal what the shapes imply: parameters, gradients and Adam state
+// from the parameter-count formula, activations from the list of tensors each layer keeps.
+#include "model/gpt.h"
+#include "optim/optimizer.h"
+#include "testing.h"
+
+namespace mt {
+namespace {
+
+struct Case {
+  bool llama;
+  AttentionImpl impl;
+};
+
+ModelConfig make_config(const Case& k) {
+  ModelConfig c;
+  c.num_layers = 3;
+  c.hidden_size = 48;
+  c.num_attention_heads = 6;
+  c.seq_length = 20;
+  c.vocab_size = 101;
+  c.make_vocab_size_divisible_by = 16;
+  c.attention_impl = k.impl;
+  if (k.llama) {
+    c.num_query_groups = 2;
+    c.normalization = Normalization::rmsnorm;
+    c.activation = Activation::swiglu;
+    c.position_embedding_type = PositionEmbedding::rope;
+    c.add_bias_linear = false;
+    c.untie_embeddings_and_output_weights = true;
+  }
+  c.finalize();
+  return c;
+}
+
+// Megatron's parameter count (theoretical_memory_usage.py terms, without dividing by TP/PP).
+int64_t expected_params(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, f = c.ffn_hidden_size, V = c.padded_vocab_size();
+  const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
+  const int64_t norm = c.normalization == Normalization::layernorm ? 2 * h : h;
+  const int64_t bias = c.add_bias_linear ? 1 : 0;
+  const int64_t F = c.activation == Activation::swiglu ? 2 : 1;
+  const int64_t attention = h * (n + 2 * g) * d + n * d * h + bias * ((n + 2 * g) * d + h);
+  const int64_t mlp = F * f * h + f * h + bias * (F * f + h);
+  int64_t total = c.num_layers * (attention + mlp + 2 * norm) + norm + V * h;
+  if (c.has_position_table()) total += c.max_position_embeddings * h;
+  if (c.untie_embeddings_and_output_weights) total += V * h;
+  return total;
+}
+
+// Bytes of the tensors the model keeps for backward, listed from the layer definitions.
+int64_t expected_activation_bytes(const ModelConfig& c, int64_t b) {
+  const int64_t s = c.seq_length, N = s * b, h = c.hidden_size, V = c.padded_vocab_size();
+  const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
+  const int64_t stats = (c.normalization == Normalization::layernorm ? 2 : 1) * N * 4;  // mean?, rstd
+  int64_t layer = 0;
+  layer += N * h * 4 + stats;                   // norm1 out + stats
+  layer += (b * n * s * d + 2 * b * g * s * d) * 4;  // q, k, v
+  layer += N * n * d * 4;                       // attention context
+  if (c.attention_impl == AttentionImpl::flash)
+    layer += b * n * s * 4;                     // log-sum-exp
+  else
+    layer += b * n * s * s * 4 + (c.attention_dropout > 0 ? b * n * s * s : 0);  // probs + u8 mask
+  layer += N * h;                               // attention-output dropout mask (u8)
+  layer += N * h * 4;                           // residual
+  layer += N * h * 4 + stats;                   // norm2 out + stats
+  layer += N * c.fc1_size() * 4 + N * c.ffn_hidden_size * 4;  // fc1 out, activation out
+  layer += N * h;                               // MLP-output dropout mask (u8)
+  layer += N * h * 4;                           // layer output
+  const int64_t embedding = N * h + N * h * 4;  // dropout mask + output
+  const int64_t head = N * h * 4 + stats + N * V * 4 + 2 * N * 4;  // final norm, logits, losses, lse
+  return c.num_layers * layer + embedding + head;
+}
+
+class MemoryAccounting : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MemoryAccounting, PeakBytesByCategoryMatchShapes) {
+  const ModelConfig c = make_config(GetParam());
+  const int64_t b = 3;
+  MemoryTracker memory;
+  GptModel model(c, b, cpu_backend(), &memory);
+  AdamW optimizer(model.params().params(), cpu_backend(), &memory);
+  const int64_t params = expected_params(c);
+  EXPECT_EQ(model.params().numel(), params);
+  EXPECT_EQ(memory.peak(MemCategory::weights), static_cast<size_t>(params * 4));
+  EXPECT_EQ(memory.peak(MemCategory::grads), static_cast<size_t>(params * 4));
+  EXPECT_EQ(memory.peak(MemCategory::optimizer), static_cast<size_t>(params * 8));
+  EXPECT_EQ(memory.peak(MemCategory::activations), static_cast<size_t>(expected_activation_bytes(c, b)));
+  EXPECT_EQ(model.activation_bytes(), memory.peak(MemCategory::activations));
+  EXPECT_GT(memory.peak(MemCategory::workspace), 0u);
+  EXPECT_EQ(memory.peak_total(), memory.current_total());
+  const std::string report = memory.report();
+  for (const char* category : {"weights", "grads", "optimizer", "activations", "workspace"})
+    EXPECT_NE(report.find(category), std::string::npos) << report;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, MemoryAccounting,
+                         ::testing::Values(Case{false, AttentionImpl::flash}, Case{true, AttentionImpl::flash},
+                                           Case{false, AttentionImpl::unfused}));
+
+TEST(MemoryTracker, TracksCurrentAndPeak) {
+  MemoryTracker t;
+  t.on_alloc(MemCategory::activations, 100);
+  t.on_alloc(MemCategory::weights, 50);
+  t.on_free(MemCategory::activations, 100);
+  t.on_alloc(MemCategory::activations, 30);
+  EXPECT_EQ(t.peak(MemCategory::activations), 100u);
+  EXPECT_EQ(t.current(MemCategory::activations), 30u);
+  EXPECT_EQ(t.peak_total(), 150u);
+  EXPECT_THROW(t.on_free(MemCategory::grads, 1), Error);
+}
+
+TEST(Arena, MeasuringArenaSizesTheRealOneExactly) {
+  Arena measure(MemCategory::workspace);
+  measure.alloc(DType::f32, {3, 5});
+  measure.alloc(DType::u8, {7});
+  Arena real(cpu_backend(), MemCategory::workspace, measure.used(), nullptr);
+  const TensorView a = real.alloc(DType::f32, {3, 5});
+  const TensorView b = real.alloc(DType::u8, {7});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % Arena::kAlign, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data) % Arena::kAlign, 0u);
+  EXPECT_EQ(real.used(), real.capacity());
+  EXPECT_EQ(real.requested(), 3u * 5 * 4 + 7);
+  EXPECT_THROW(real.alloc(DType::u8, {1}), Error);
+}
+
+}  // namespace
+}  // namespace mt
