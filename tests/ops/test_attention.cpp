@@ -335,7 +335,7 @@ std::vector<int64_t> strided(int64_t n, int64_t stride) {
 void expect_fd(Fixture& f, Grads& g, const std::function<double()>& loss, int64_t stride, const std::string& what) {
   // f32 loss rounding / (2h) is ~1e-5 and the O(h²) truncation ~1e-4 here; a wrong sign or a
   // missing term is O(0.1).  Elements not probed are compared as 0 vs 0.
-  const double atol = 2e-3, rtol = 2e-2, h = 1e-2;
+  const double atol = 2e-5, rtol = 2e-4, h = 1e-2;
   struct Item {
     HostTensor* x;
     HostTensor* grad;
@@ -355,8 +355,8 @@ void expect_fd(Fixture& f, Grads& g, const std::function<double()>& loss, int64_
 class AttentionCase : public ::testing::TestWithParam<Case> {};
 
 // f32 kernels vs the fp64 reference: forward values ~1, sums over <= 70 keys.
-constexpr double kFwdAtol = 2e-5, kFwdRtol = 1e-4;
-constexpr double kBwdAtol = 5e-5, kBwdRtol = 2e-4;
+constexpr double kFwdAtol = 2e-7, kFwdRtol = 1e-6;
+constexpr double kBwdAtol = 5e-7, kBwdRtol = 2e-6;
 
 TEST_P(AttentionCase, LeanForwardMatchesReference) {
   Fixture f(GetParam());

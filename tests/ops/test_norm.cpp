@@ -103,13 +103,13 @@ void run_bwd(bool rms, HostTensor& dinp, HostTensor& dweight, HostTensor* dbias,
 
 // Forward: outputs are O(1); f32 row sums over h ≤ 1024 give ~1e-6 relative error, so 2e-5 abs +
 // 1e-5 rel is robust while a wrong mean/variance/eps (O(1e-2) or more) fails.
-void check_forward(bool rms, int64_t n, int64_t h, bool with_bias, float offset = 0.0f) {
+void check_forward(bool rms, int64_t n, int64_t h, bool with_bias, float offset = 0.0f, double atol = 2e-5) {
   HostTensor inp = randn({n, h}, 21), weight = randn({h}, 22), bias = randn({h}, 23);
   for (int64_t i = 0; i < inp.numel(); ++i) inp.f32()[i] += offset;
   HostTensor out = zeros({n, h}), mean = zeros({n}), rstd = zeros({n});
   run_fwd(rms, out, mean, rstd, inp, weight, with_bias ? &bias : nullptr);
   const NormRef ref = norm_forward_ref(inp, weight, with_bias ? &bias : nullptr, rms);
-  expect_close(out.f32(), ref.out, 2e-5, 1e-5, "out");
+  expect_close(out.f32(), ref.out, atol, 1e-5, "out");
   expect_close(rstd.f32(), ref.rstd, 0.0, 1e-5, "rstd");
   if (!rms) expect_close(mean.f32(), ref.mean, 1e-5, 1e-6, "mean");
 }
@@ -118,8 +118,9 @@ TEST(LayerNorm, ForwardMatchesFp64Reference) { check_forward(false, 7, 37, true)
 TEST(LayerNorm, ForwardWithoutBiasMatchesFp64Reference) { check_forward(false, 7, 37, false); }
 TEST(LayerNorm, ForwardLargeMatchesFp64Reference) { check_forward(false, 300, 1024, true); }
 // A common offset of 300 over unit-variance rows: a one-pass E[x²] − E[x]² in f32 would lose the
-// variance entirely (300² = 9e4, f32 ulp 8e-3); the two-pass form keeps it.
-TEST(LayerNorm, ForwardLargeOffsetIsStable) { check_forward(false, 7, 768, true, 300.0f); }
+// variance entirely (300² = 9e4, f32 ulp 8e-3).  What remains is the f32 rounding of the saved mean
+// itself (ulp(300)/2 ≈ 1.5e-5, times rstd ≈ 1), hence 5e-5 absolute here.
+TEST(LayerNorm, ForwardLargeOffsetIsStable) { check_forward(false, 7, 768, true, 300.0f, 5e-5); }
 TEST(RMSNorm, ForwardMatchesFp64Reference) { check_forward(true, 7, 37, false); }
 TEST(RMSNorm, ForwardLargeMatchesFp64Reference) { check_forward(true, 300, 1024, false); }
 

@@ -54,11 +54,12 @@ void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorVi
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = x_all + r * h;
     float* y = y_all + r * h;
-    // Two passes (mean, then squared deviations) so a large common offset does not cancel.
-    float sum = 0.0f;
+    // Two passes (mean, then squared deviations) so a large common offset does not cancel; the
+    // mean's sum runs in double lanes because an offset makes its f32 partial sums large.
+    double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < h; ++c) sum += x[c];
-    const float m = sum * inv_h;
+    const float m = static_cast<float>(sum / static_cast<double>(h));
     float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
     for (int64_t c = 0; c < h; ++c) {
