@@ -13,6 +13,8 @@ void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& 
   check_shape(weight, {o, in}, op, "weight");
   check_shape(out, {n, o}, op, "out");
   if (!bias.empty()) check_shape(bias, {o}, op, "bias");
+  for (const TensorView* t : {&out, &inp, &weight, &bias})
+    if (!t->empty()) check_dtype(*t, DType::f32, op, "tensor");
   check_same_device({out, inp, weight, bias}, op);
   switch (out.device) {
     case Device::cpu: return cpu::linear_fwd(out, inp, weight, bias);
@@ -30,6 +32,8 @@ void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorV
   check_shape(dweight, {o, in}, op, "dweight");
   if (!dinp.empty()) check_shape(dinp, {n, in}, op, "dinp");
   if (!dbias.empty()) check_shape(dbias, {o}, op, "dbias");
+  for (const TensorView* t : {&dinp, &dweight, &dbias, &dout, &inp, &weight})
+    if (!t->empty()) check_dtype(*t, DType::f32, op, "tensor");
   check_same_device({dinp, dweight, dbias, dout, inp, weight}, op);
   switch (dout.device) {
     case Device::cpu: return cpu::linear_bwd(dinp, dweight, dbias, dout, inp, weight);

@@ -118,9 +118,10 @@ TEST(LayerNorm, ForwardMatchesFp64Reference) { check_forward(false, 7, 37, true)
 TEST(LayerNorm, ForwardWithoutBiasMatchesFp64Reference) { check_forward(false, 7, 37, false); }
 TEST(LayerNorm, ForwardLargeMatchesFp64Reference) { check_forward(false, 300, 1024, true); }
 // A common offset of 300 over unit-variance rows: a one-pass E[x²] − E[x]² in f32 would lose the
-// variance entirely (300² = 9e4, f32 ulp 8e-3).  What remains is the f32 rounding of the saved mean
-// itself (ulp(300)/2 ≈ 1.5e-5, times rstd ≈ 1), hence 5e-5 absolute here.
-TEST(LayerNorm, ForwardLargeOffsetIsStable) { check_forward(false, 7, 768, true, 300.0f, 5e-5); }
+// variance entirely (300² = 9e4, f32 ulp 8e-3), and an f32 sum for the mean is off by ~2e-4.  What
+// must remain is the rounding of the saved f32 mean itself (ulp(300)/2 ≈ 1.5e-5, times rstd·|w| up
+// to ~3), hence 8e-5 absolute here.
+TEST(LayerNorm, ForwardLargeOffsetIsStable) { check_forward(false, 7, 768, true, 300.0f, 8e-5); }
 TEST(RMSNorm, ForwardMatchesFp64Reference) { check_forward(true, 7, 37, false); }
 TEST(RMSNorm, ForwardLargeMatchesFp64Reference) { check_forward(true, 300, 1024, false); }
 

@@ -43,12 +43,15 @@ inline float gelu_tanh(float x) {
   const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
   return x * sigmoid_f32(2.0f * u);
 }
-// d/dx x·σ(2u) = σ + x·2σ(1 − σ)·u',  u' = √(2/π)(1 + 3·0.044715·x²)
+// d/dx x·σ(2u) = σ + x·2σ(1 − σ)·u',  u' = √(2/π)(1 + 3·0.044715·x²).  σ(1 − σ) is taken as
+// e/(1 + e)² with e = exp(−|2u|) ≤ 1: 1 − σ computed directly would cancel in the right tail
+// (x ≈ 5 gives 1 − σ ≈ 5e-8, below f32's resolution at 1).
 inline float gelu_tanh_grad(float x) {
-  const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float s = sigmoid_f32(2.0f * u);
+  const float z = 2.0f * kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  const float e = exp_f32(-std::fabs(z)), inv = 1.0f / (1.0f + e);
+  const float s = z >= 0.0f ? inv : e * inv;
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-  return s + x * 2.0f * s * (1.0f - s) * du;
+  return s + x * 2.0f * (e * inv * inv) * du;
 }
 
 }  // namespace
@@ -99,7 +102,8 @@ void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView
   const float* x_all = inp.f32();
   const float* dy_all = dout.f32();
   float* dx_all = dinp.f32();
-  // silu'(g) = σ(g)·(1 + g·(1 − σ(g)));  dgate = dout·up·silu'(g),  dup = dout·silu(g)
+  // silu'(g) = σ + g·σ(1 − σ), with σ(1 − σ) = e/(1 + e)², e = exp(−|g|) (no cancellation in
+  // 1 − σ, as in gelu_tanh_grad);  dgate = dout·up·silu'(g),  dup = dout·g·σ.
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = x_all + r * 2 * f;
@@ -109,8 +113,9 @@ void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView
     float* dup = dgate + f;
 #pragma omp simd
     for (int64_t c = 0; c < f; ++c) {
-      const float g = gate[c], s = sigmoid_f32(g);
-      dgate[c] += dy[c] * up[c] * s * (1.0f + g * (1.0f - s));
+      const float g = gate[c], e = exp_f32(-std::fabs(g)), inv = 1.0f / (1.0f + e);
+      const float s = g >= 0.0f ? inv : e * inv;
+      dgate[c] += dy[c] * up[c] * (s + g * (e * inv * inv));
       dup[c] += dy[c] * g * s;
     }
   }

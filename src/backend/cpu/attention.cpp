@@ -42,12 +42,18 @@ int thread_num() {
 
 // exp for the softmax inner loops: Cephes-style range reduction and degree-6 polynomial
 // (relative error ~2e-7), written without calls so that the loops around it vectorise; std::exp
-// would stay scalar without -ffast-math.  Inputs below −87 (never reached by live scores, which
-// are <= 0 after subtracting the row max) flush to ~1e-38 instead of 0.
+// would stay scalar without -ffast-math.  Inputs below −87 give ~1e-38 instead of 0 (masked
+// entries are zeroed explicitly, never passed through here).
 inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = x < -87.0f ? -87.0f : x;  // callers pass x <= ~0 (a score minus its row max or lse)
+  // n = round(x·log2 e).  Adding and removing 1.5·2^23 rounds without a floor() call, which GCC
+  // would not vectorise here; -ffast-math would fold that away, so it gets nearbyint instead.
+#ifdef __FAST_MATH__
+  const float n = std::nearbyint(x * 1.44269504088896341f);
+#else
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+#endif
+  const int32_t ni = static_cast<int32_t>(n);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -57,46 +63,50 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t e = (static_cast<int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(e);
+  return p * std::bit_cast<float>((ni + 127) << 23);
 }
 
 // ---- dropout mask -------------------------------------------------------------------------------
 
 // Element i of an RngStream is word i & 3 of the Philox block i >> 2 with counter
 // {block, stream} and key seed (base/rng.cpp).  Generating 16 blocks side by side lets the
-// rounds vectorise; the tests check the result against RngStream::uniform element by element.
+// rounds vectorise (~15× faster than RngStream::uniform per element); the tests check the result
+// against RngStream::uniform element by element.  `omp simd` marks the loops whose reductions
+// the compiler may not reorder on its own (no -ffast-math).
 constexpr int kPhiloxLanes = 16;
 
 void philox_lanes(const RngStream& rng, uint64_t first_block, uint32_t* words /* [4 * kPhiloxLanes] */) {
-  alignas(64) uint32_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
+  // 32-bit words held in 64-bit lanes: the 32×32→64 products then vectorise as plain 64-bit ops.
+  constexpr uint64_t kLow = 0xffffffffu;
+  alignas(64) uint64_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
   for (int l = 0; l < kPhiloxLanes; ++l) {
     const uint64_t block = first_block + static_cast<uint64_t>(l);
-    c0[l] = static_cast<uint32_t>(block);
-    c1[l] = static_cast<uint32_t>(block >> 32);
-    c2[l] = static_cast<uint32_t>(rng.stream);
-    c3[l] = static_cast<uint32_t>(rng.stream >> 32);
+    c0[l] = block & kLow;
+    c1[l] = block >> 32;
+    c2[l] = rng.stream & kLow;
+    c3[l] = rng.stream >> 32;
   }
-  uint32_t k0 = static_cast<uint32_t>(rng.seed), k1 = static_cast<uint32_t>(rng.seed >> 32);
+  uint64_t k0 = rng.seed & kLow, k1 = rng.seed >> 32;
   for (int round = 0; round < 10; ++round) {
+#pragma omp simd
     for (int l = 0; l < kPhiloxLanes; ++l) {
-      const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0[l];
-      const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2[l];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[l] ^ k0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[l] ^ k1;
-      c1[l] = static_cast<uint32_t>(p1);
-      c3[l] = static_cast<uint32_t>(p0);
+      const uint64_t p0 = 0xD2511F53ull * c0[l];
+      const uint64_t p1 = 0xCD9E8D57ull * c2[l];
+      const uint64_t n0 = (p1 >> 32) ^ c1[l] ^ k0;
+      const uint64_t n2 = (p0 >> 32) ^ c3[l] ^ k1;
+      c1[l] = p1 & kLow;
+      c3[l] = p0 & kLow;
       c0[l] = n0;
       c2[l] = n2;
     }
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
+    k0 = (k0 + 0x9E3779B9u) & kLow;
+    k1 = (k1 + 0xBB67AE85u) & kLow;
   }
   for (int l = 0; l < kPhiloxLanes; ++l) {
-    words[4 * l + 0] = c0[l];
-    words[4 * l + 1] = c1[l];
-    words[4 * l + 2] = c2[l];
-    words[4 * l + 3] = c3[l];
+    words[4 * l + 0] = static_cast<uint32_t>(c0[l]);
+    words[4 * l + 1] = static_cast<uint32_t>(c1[l]);
+    words[4 * l + 2] = static_cast<uint32_t>(c2[l]);
+    words[4 * l + 3] = static_cast<uint32_t>(c3[l]);
   }
 }
 
@@ -122,17 +132,53 @@ struct Dropout {
   uint64_t row_index(int64_t j, int64_t h, int64_t i) const {
     return static_cast<uint64_t>(((j * total_heads + head_offset + h) * s + i) * s);
   }
-  // keep[t] = 1 when element first + t is kept, for t < count.
-  void keep(uint64_t first, int64_t count, uint8_t* keep) const {
+  // out[t] = kept ? on : 0 for element first + t, t < count (u8 0/1 masks, or f32 multipliers
+  // 1/(1 − p) so the loops that apply them stay all-float and vectorise).
+  template <typename T>
+  void draw(uint64_t first, int64_t count, T* out, T on) const {
     alignas(64) uint32_t words[4 * kPhiloxLanes];
     const uint64_t end = first + static_cast<uint64_t>(count);
     for (uint64_t chunk = first & ~uint64_t{4 * kPhiloxLanes - 1}; chunk < end; chunk += 4 * kPhiloxLanes) {
       philox_lanes(rng, chunk >> 2, words);
       const uint64_t lo = std::max(chunk, first), hi = std::min(chunk + 4 * kPhiloxLanes, end);
-      for (uint64_t e = lo; e < hi; ++e) keep[e - first] = (words[e - chunk] >> 8) >= threshold;
+      for (uint64_t e = lo; e < hi; ++e) out[e - first] = (words[e - chunk] >> 8) >= threshold ? on : T(0);
     }
   }
+  void keep(uint64_t first, int64_t count, uint8_t* mask) const { draw<uint8_t>(first, count, mask, 1); }
+  void multipliers(uint64_t first, int64_t count, float* mult) const { draw<float>(first, count, mult, inv_keep); }
 };
+
+// ---- row kernels -------------------------------------------------------------------------------
+
+// max(mx, x[0..n)).  Written as a compare-select under `omp simd reduction(max)`: that form GCC
+// turns into vmaxps; std::max, or the same loop without the pragma, stays a scalar dependent chain.
+inline float row_max(const float* x, int64_t n, float mx) {
+#pragma omp simd reduction(max : mx)
+  for (int64_t t = 0; t < n; ++t) mx = mx > x[t] ? mx : x[t];
+  return mx;
+}
+
+// One row of the lean backward, in place: s holds scale·q·k on entry, ds = dout·v:
+//   P = exp(s − lse);  s ← P·mult (the dropped P, for dV);  ds ← P·(ds·mult − D) (dS).
+// mult = dropout multipliers, or nullptr for none.
+void softmax_grad_row(float* __restrict s, float* __restrict ds, const float* __restrict mult, int64_t n, float lse,
+                      float dsum) {
+  if (mult) {
+#pragma omp simd
+    for (int64_t t = 0; t < n; ++t) {
+      const float p = fast_exp(s[t] - lse);
+      s[t] = p * mult[t];
+      ds[t] = p * (ds[t] * mult[t] - dsum);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t t = 0; t < n; ++t) {
+      const float p = fast_exp(s[t] - lse);
+      s[t] = p;
+      ds[t] = p * (ds[t] - dsum);
+    }
+  }
+}
 
 // ---- shapes shared by the kernels ------------------------------------------------------------
 
@@ -214,8 +260,8 @@ void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, co
 }  // namespace
 
 size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, int64_t d) {
-  // Lean path: two [kBq, kBk] tiles; probs path: two [kBq, s] panels.
-  return static_cast<size_t>(2 * kBq * std::max<int64_t>(s, kBk));
+  // Two [kBq, s] row panels (either path).
+  return static_cast<size_t>(2 * kBq * s);
 }
 
 size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
@@ -337,7 +383,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
     float* op = oa + dm.out_row(j, h, i0);
 
     alignas(64) float tile[kBq * kBk];
-    alignas(64) uint8_t keep[kBk];
+    alignas(64) float mult[kBk];  // dropout multipliers of one tile row
     float m[kBq], l[kBq];
     for (int64_t ii = 0; ii < mq; ++ii) {
       m[ii] = -std::numeric_limits<float>::infinity();
@@ -354,9 +400,9 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
           std::memset(row, 0, nk * sizeof(float));
           continue;
         }
-        float mx = m[ii];
-        for (int64_t t = 0; t < valid; ++t) mx = std::max(mx, row[t]);
+        const float mx = row_max(row, valid, m[ii]);
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int64_t t = 0; t < valid; ++t) {
           row[t] = fast_exp(row[t] - mx);
           sum += row[t];
@@ -372,8 +418,9 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
         }
         l[ii] += sum;  // the normaliser uses the probabilities before dropout
         if (drop.on) {
-          drop.keep(drop.row_index(j, h, i0 + ii) + t0, valid, keep);
-          for (int64_t t = 0; t < valid; ++t) row[t] *= static_cast<float>(keep[t]) * drop.inv_keep;
+          drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, valid, mult);
+#pragma omp simd
+          for (int64_t t = 0; t < valid; ++t) row[t] *= mult[t];
         }
       }
       gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, 1.0f, tile, kBk, vp + t0 * dm.d, dm.d, 1.0f, op, dm.ldo);
@@ -405,9 +452,11 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
     const int64_t gi = h / dm.r;
     const float* kp = ka + dm.group(j, gi);
     const float* vp = va + dm.group(j, gi);
-    float* pt = tiles;              // P, then the dropped P  [kBq, kBk]
-    float* st = tiles + kBq * kBk;  // dP, then dS            [kBq, kBk]
-    alignas(64) uint8_t keep[kBk];
+    // Whole causal row panels (keys 0 .. kend − 1 of kBq queries) rather than kBq × kBk tiles:
+    // fewer, larger GEMMs are faster here, and the backward has workspace for them.
+    float* pt = tiles;              // P, then the dropped P  [kBq, s]
+    float* st = tiles + kBq * dm.s;  // dP, then dS            [kBq, s]
+    alignas(64) float mult[kBk];     // dropout multipliers for kBk keys of one row
     float rowd[kBq];
     for (int64_t i0 = 0; i0 < dm.s; i0 += kBq) {
       const int64_t mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
@@ -419,39 +468,30 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
       // D_i = dout_i · out_i  (= Σ_t P_it dP_it, the softmax backward's row term).
       for (int64_t ii = 0; ii < mq; ++ii) {
         float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
         for (int64_t c = 0; c < dm.d; ++c) acc += gop[ii * dm.ldo + c] * op[ii * dm.ldo + c];
         rowd[ii] = acc;
       }
-      for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
-        const int64_t nk = std::min<int64_t>(kBk, kend - t0);
-        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, pt, kBk);
-        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, 1.0f, gop, dm.ldo, vp + t0 * dm.d, dm.d, 0.0f, st, kBk);
-        for (int64_t ii = 0; ii < mq; ++ii) {
-          float* prow = pt + ii * kBk;
-          float* srow = st + ii * kBk;
-          const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(nk, i0 + ii - t0 + 1));
-          const float li = lp[ii], di = rowd[ii];
-          if (drop.on && valid > 0) {
-            drop.keep(drop.row_index(j, h, i0 + ii) + t0, valid, keep);
-            for (int64_t t = 0; t < valid; ++t) {
-              const float p = fast_exp(prow[t] - li);
-              const float kp_t = static_cast<float>(keep[t]) * drop.inv_keep;
-              prow[t] = p * kp_t;
-              srow[t] = p * (srow[t] * kp_t - di);
-            }
-          } else {
-            for (int64_t t = 0; t < valid; ++t) {
-              const float p = fast_exp(prow[t] - li);
-              prow[t] = p;
-              srow[t] = p * (srow[t] - di);
-            }
+      gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, scale, qp, dm.d, kp, dm.d, 0.0f, pt, dm.s);
+      gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, 1.0f, gop, dm.ldo, vp, dm.d, 0.0f, st, dm.s);
+      for (int64_t ii = 0; ii < mq; ++ii) {
+        float* prow = pt + ii * dm.s;
+        float* srow = st + ii * dm.s;
+        const int64_t valid = i0 + ii + 1;  // causal: keys t <= i
+        if (drop.on) {
+          for (int64_t t0 = 0; t0 < valid; t0 += kBk) {
+            const int64_t nk = std::min<int64_t>(kBk, valid - t0);
+            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, nk, mult);
+            softmax_grad_row(prow + t0, srow + t0, mult, nk, lp[ii], rowd[ii]);
           }
-          for (int64_t t = valid; t < nk; ++t) prow[t] = srow[t] = 0.0f;
+        } else {
+          softmax_grad_row(prow, srow, nullptr, valid, lp[ii], rowd[ii]);
         }
-        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, 1.0f, pt, kBk, gop, dm.ldo, 1.0f, dvp + t0 * dm.d, dm.d);
-        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, scale, st, kBk, qp, dm.d, 1.0f, dkp + t0 * dm.d, dm.d);
-        gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, scale, st, kBk, kp + t0 * dm.d, dm.d, 1.0f, dqp, dm.d);
+        for (int64_t t = valid; t < kend; ++t) prow[t] = srow[t] = 0.0f;
       }
+      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, 1.0f, pt, dm.s, gop, dm.ldo, 1.0f, dvp, dm.d);
+      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, scale, st, dm.s, qp, dm.d, 1.0f, dkp, dm.d);
+      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, kend, scale, st, dm.s, kp, dm.d, 1.0f, dqp, dm.d);
     }
   };
   run_backward(dm, dk, dv, workspace, head_fn);
@@ -489,9 +529,9 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
     for (int64_t ii = 0; ii < mq; ++ii) {
       float* row = panel + ii * dm.s;
       const int64_t valid = i0 + ii + 1;
-      float mx = row[0];
-      for (int64_t t = 1; t < valid; ++t) mx = std::max(mx, row[t]);
+      const float mx = row_max(row, valid, row[0]);
       float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
       for (int64_t t = 0; t < valid; ++t) {
         row[t] = fast_exp(row[t] - mx);
         sum += row[t];
@@ -566,6 +606,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
           for (int64_t t = valid; t < kend; ++t) drow[t] = 0.0f;
         }
         float di = 0.0f;  // Σ_t P_it dP_it
+#pragma omp simd reduction(+ : di)
         for (int64_t t = 0; t < valid; ++t) di += prow[t] * srow[t];
         for (int64_t t = 0; t < valid; ++t) srow[t] = prow[t] * (srow[t] - di);
         for (int64_t t = valid; t < kend; ++t) srow[t] = 0.0f;

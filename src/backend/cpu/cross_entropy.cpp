@@ -40,8 +40,10 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = x_all + r * vocab;
     float mx = -std::numeric_limits<float>::infinity();
+    // The ternary (not std::max, which GCC turns into a slow dependent chain here) vectorises to
+    // vmaxps; a NaN logit is skipped by the max but still poisons the sum below, as it should.
 #pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < vocab; ++v) mx = std::max(mx, x[v]);
+    for (int64_t v = 0; v < vocab; ++v) mx = x[v] > mx ? x[v] : mx;
     double sum = 0.0;
     for (int64_t v0 = 0; v0 < vocab; v0 += kSumBlock) {
       const int64_t v1 = std::min(vocab, v0 + kSumBlock);
