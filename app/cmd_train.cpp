@@ -14,17 +14,17 @@ ModelConfig model_config(const Options& o) {
   ModelConfig c;
   c.num_layers = o.integer("--num-layers");
   c.hidden_size = o.integer("--hidden-size");
-  if (o.given("--ffn-hidden-size")) c.ffn_hidden_size = o.integer("--ffn-hidden-size");
+  if (o.has("--ffn-hidden-size")) c.ffn_hidden_size = o.integer("--ffn-hidden-size");
   c.num_attention_heads = o.integer("--num-attention-heads");
-  if (o.given("--num-query-groups")) {
+  if (o.has("--num-query-groups")) {
     MT_CHECK(o.flag("--group-query-attention")) << "--num-query-groups needs --group-query-attention";
     c.num_query_groups = o.integer("--num-query-groups");
   } else {
     MT_CHECK(!o.flag("--group-query-attention")) << "--group-query-attention needs --num-query-groups";
   }
-  if (o.given("--kv-channels")) c.kv_channels = o.integer("--kv-channels");
+  if (o.has("--kv-channels")) c.kv_channels = o.integer("--kv-channels");
   c.seq_length = o.integer("--seq-length");
-  if (o.given("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
+  if (o.has("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
   c.position_embedding_type =
       o.text("--position-embedding-type") == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
   c.rotary_base = o.real("--rotary-base");
@@ -37,7 +37,7 @@ ModelConfig model_config(const Options& o) {
   c.hidden_dropout = static_cast<float>(o.real("--hidden-dropout"));
   c.attention_dropout = static_cast<float>(o.real("--attention-dropout"));
   c.init_method_std = static_cast<float>(o.real("--init-method-std"));
-  MT_CHECK(o.given("--vocab-size")) << "pass --vocab-size (synthetic data needs the vocabulary size)";
+  MT_CHECK(o.has("--vocab-size")) << "pass --vocab-size (synthetic data needs the vocabulary size)";
   c.vocab_size = o.integer("--vocab-size");
   c.make_vocab_size_divisible_by = o.integer("--make-vocab-size-divisible-by");
   c.untie_embeddings_and_output_weights = o.flag("--untie-embeddings-and-output-weights");
@@ -48,7 +48,7 @@ ModelConfig model_config(const Options& o) {
 TrainConfig train_config(const Options& o) {
   TrainConfig t;
   t.micro_batch_size = o.integer("--micro-batch-size");
-  if (o.given("--global-batch-size")) t.global_batch_size = o.integer("--global-batch-size");
+  if (o.has("--global-batch-size")) t.global_batch_size = o.integer("--global-batch-size");
   t.train_iters = o.integer("--train-iters");
   t.log_interval = o.integer("--log-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
@@ -70,6 +70,10 @@ int cmd_train(const std::vector<std::string>& args) {
       return 0;
     }
   const Options options = parse_options("train", args);
+  if (options.flag("--print-config")) {
+    std::fputs(options.to_yaml().c_str(), stdout);
+    return 0;
+  }
   const ModelConfig model = model_config(options);
   const TrainConfig train = train_config(options);
   Trainer trainer(model, train);

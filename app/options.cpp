@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include <yaml-cpp/yaml.h>
+
 #include "base/error.h"
 
 namespace mt {
@@ -49,6 +51,9 @@ const std::vector<OptionSpec> kTable = {
     {"--adam-beta2", T::real, "0.999", "Adam beta2", "", "train"},
     {"--adam-eps", T::real, "1e-8", "Adam epsilon", "", "train"},
     {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
+    // Configuration files.
+    {"--config", T::text, "", "YAML file of options (keys are flag names without --, - or _); flags override it", "", "train"},
+    {"--print-config", T::flag, "", "print the resolved options as YAML and exit", "", "train"},
 };
 
 const OptionSpec* find(const std::string& command, const std::string& name) {
@@ -103,10 +108,59 @@ void check_value(const OptionSpec& o, const std::string& v) {
 
 const std::vector<OptionSpec>& option_table() { return kTable; }
 
+namespace {
+const OptionSpec& lookup(const std::string& command, const std::string& name, const std::string& where) {
+  if (const OptionSpec* o = find(command, name)) return *o;
+  std::string best;
+  size_t best_d = 4;
+  for (const OptionSpec& c : kTable) {
+    const size_t d = edit_distance(name, c.name);
+    if (d < best_d && find(command, c.name)) best = c.name, best_d = d;
+  }
+  MT_FAIL() << "unknown option " << name << where << " for 'megatron " << command << "'"
+            << (best.empty() ? "" : "; did you mean " + best + "?") << " (see --help)";
+}
+
+// Options from a YAML mapping: `hidden_size: 768`, `swiglu: true`, `lr: 3.0e-4`.
+void load_config_file(const std::string& command, const std::string& path, std::map<std::string, std::string>& values) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    MT_FAIL() << "cannot read config file " << path;
+  } catch (const YAML::Exception& e) {
+    MT_FAIL() << path << ": not valid YAML: " << e.what();
+  }
+  if (root.IsNull()) return;
+  MT_CHECK(root.IsMap()) << path << ": expected a mapping of option names to values";
+  for (const auto& item : root) {
+    std::string key = item.first.as<std::string>();
+    for (char& ch : key)
+      if (ch == '_') ch = '-';
+    const std::string name = "--" + key;
+    const OptionSpec& o = lookup(command, name, " in " + path);
+    MT_CHECK(name != "--config") << path << ": a config file cannot include another";
+    MT_CHECK(item.second.IsScalar()) << path << ": value of " << item.first.as<std::string>() << " must be a scalar";
+    std::string value = item.second.as<std::string>();
+    if (o.type == T::flag) {
+      MT_CHECK(value == "true" || value == "false") << path << ": " << key << " is a flag; use true or false";
+      if (value == "false") {
+        values.erase(name);
+        continue;
+      }
+      value = "1";
+    }
+    check_value(o, value);
+    values[name] = value;
+  }
+}
+}  // namespace
+
 Options parse_options(const std::string& command, const std::vector<std::string>& args) {
   Options out;
   for (const OptionSpec& o : kTable)
     if (find(command, o.name) && *o.default_value) out.values_[o.name] = o.default_value;
+  std::vector<std::pair<std::string, std::string>> cli;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     const bool inline_value = name.find('=') != std::string::npos;
@@ -115,28 +169,37 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       name = name.substr(0, name.find('='));
     }
     MT_CHECK(name.rfind("--", 0) == 0) << "unexpected argument '" << args[i] << "' (options start with --)";
-    const OptionSpec* o = find(command, name);
-    if (!o) {
-      std::string best;
-      size_t best_d = 4;
-      for (const OptionSpec& c : kTable) {
-        const size_t d = edit_distance(name, c.name);
-        if (d < best_d && find(command, c.name)) best = c.name, best_d = d;
-      }
-      MT_FAIL() << "unknown option " << name << " for 'megatron " << command << "'"
-                << (best.empty() ? "" : "; did you mean " + best + "?") << " (see --help)";
-    }
+    const OptionSpec& o = lookup(command, name, "");
     MT_CHECK(!out.given_.count(name)) << name << " given twice";
-    if (o->type == T::flag) {
+    if (o.type == T::flag) {
       MT_CHECK(!inline_value) << name << " is a flag and takes no value";
       value = "1";
     } else if (!inline_value) {
       MT_CHECK(i + 1 < args.size()) << name << " needs a value";
       value = args[++i];
     }
-    check_value(*o, value);
-    out.values_[name] = value;
+    check_value(o, value);
+    cli.emplace_back(name, value);
     out.given_[name] = true;
+  }
+  // The config file sits between the defaults and the command line.
+  for (const auto& [name, value] : cli)
+    if (name == "--config") load_config_file(command, value, out.values_);
+  for (const auto& [name, value] : cli) out.values_[name] = value;
+  return out;
+}
+
+std::string Options::to_yaml() const {
+  std::string out;
+  for (const auto& [name, value] : values_) {
+    if (name == "--config" || name == "--print-config") continue;
+    std::string key = name.substr(2);
+    for (char& ch : key)
+      if (ch == '-') ch = '_';
+    const OptionSpec* o = nullptr;
+    for (const OptionSpec& c : kTable)
+      if (name == c.name) o = &c;
+    out += key + ": " + (o && o->type == T::flag ? "true" : value) + "\n";
   }
   return out;
 }

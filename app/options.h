@@ -24,17 +24,19 @@ const std::vector<OptionSpec>& option_table();
 
 class Options {
  public:
-  bool has(const std::string& name) const;  // given on the command line or has a default
-  bool given(const std::string& name) const { return given_.count(name) > 0; }
+  // Has a value: from the command line, the --config file or a default (flags: set).
+  bool has(const std::string& name) const;
   long long integer(const std::string& name) const;
   double real(const std::string& name) const;
   bool flag(const std::string& name) const;
   const std::string& text(const std::string& name) const;
+  // Every option that has a value, as YAML that --config reads back.
+  std::string to_yaml() const;
 
  private:
   friend Options parse_options(const std::string& command, const std::vector<std::string>& args);
   std::map<std::string, std::string> values_;
-  std::map<std::string, bool> given_;
+  std::map<std::string, bool> given_;  // on the command line
 };
 
 // Parses "--name value" and "--name=value" (flags take no value). Throws mt::Error.

@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config      # toolchain
   libopenblas-openmp-dev                # GEMM (the OpenMP build shares our thread pool)
-  nlohmann-json3-dev                    # safetensors headers, configs
+  nlohmann-json3-dev                    # safetensors headers
+  libyaml-cpp-dev                       # --config files
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
 )

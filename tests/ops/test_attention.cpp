@@ -473,6 +473,32 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, AttentionCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
+// With more threads than (batch, group) pairs, the GQA backward splits work by query head into
+// per-head dk/dv partials; force that path whatever OMP_NUM_THREADS the suite runs with.
+TEST(Attention, GqaBackwardWithMoreThreadsThanGroups) {
+#ifndef _OPENMP
+  GTEST_SKIP() << "needs OpenMP";
+#else
+  struct RestoreThreads {
+    int saved = omp_get_max_threads();
+    ~RestoreThreads() { omp_set_num_threads(saved); }
+  } restore;
+  omp_set_num_threads(4);
+  Fixture f(Case{"split", {1, 6, 2, 40, 8}, 0.2f});  // b·g = 2 < 4 threads; workspace for 4
+  const RefAttention ref = f.reference();
+  f.lean_loss();
+  Grads lean(f);
+  attention_bwd(lean.dq.view(), lean.dk.view(), lean.dv.view(), f.w.view(), f.out.view(), f.lse.view(), f.q.view(),
+                f.k.view(), f.v.view(), f.opt, f.ws.view());
+  lean.expect_match(ref, kBwdAtol, kBwdRtol, "lean, 4 threads");
+  f.probs_loss();
+  Grads probs(f);
+  attention_probs_bwd(probs.dq.view(), probs.dk.view(), probs.dv.view(), f.w.view(), f.probs.view(), f.mv(),
+                      f.q.view(), f.k.view(), f.v.view(), f.opt, f.ws.view());
+  probs.expect_match(ref, kBwdAtol, kBwdRtol, "probs, 4 threads");
+#endif
+}
+
 TEST(Attention, RejectsBadInputs) {
   Case c{"bad", {2, 6, 2, 5, 4}, 0.1f};
   Fixture f(c);

@@ -1,4 +1,7 @@
 // ModelConfig derivation and validation, and the option parser's error messages.
+#include <cstdio>
+#include <functional>
+
 #include "app/options.h"
 #include "model/config.h"
 #include "testing.h"
@@ -70,7 +73,7 @@ TEST(Options, ParsesTypedValuesAndDefaults) {
   EXPECT_FALSE(o.flag("--disable-bias-linear"));
   EXPECT_EQ(o.text("--normalization"), "RMSNorm");
   EXPECT_EQ(o.integer("--num-layers"), 2);  // default
-  EXPECT_FALSE(o.given("--num-layers"));
+  EXPECT_FALSE(o.has("--ffn-hidden-size"));  // no default, not given
 }
 
 TEST(Options, RejectsBadInputWithOneClearMessage) {
@@ -90,6 +93,57 @@ TEST(Options, RejectsBadInputWithOneClearMessage) {
 TEST(Options, HelpListsEveryTrainOption) {
   const std::string help = options_help("train");
   for (const OptionSpec& o : option_table()) EXPECT_NE(help.find(o.name), std::string::npos) << o.name;
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+std::string write_temp(const char* name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(Options, ConfigFileSitsBetweenDefaultsAndFlags) {
+  const std::string path = write_temp("cfg.yaml", "hidden_size: 96\nnum-layers: 3\nswiglu: true\nlr: 2.0e-4\n");
+  const Options o = parse_options("train", {"--config", path, "--num-layers", "5"});
+  EXPECT_EQ(o.integer("--hidden-size"), 96);
+  EXPECT_EQ(o.integer("--num-layers"), 5);  // the flag wins
+  EXPECT_TRUE(o.flag("--swiglu"));
+  EXPECT_DOUBLE_EQ(o.real("--lr"), 2e-4);
+}
+
+TEST(Options, PrintedConfigReadsBack) {
+  const Options a = parse_options("train", {"--hidden-size", "80", "--openai-gelu", "--vocab-size", "300"});
+  const std::string path = write_temp("printed.yaml", a.to_yaml());
+  const Options b = parse_options("train", {"--config", path});
+  EXPECT_EQ(b.to_yaml(), a.to_yaml());
+  EXPECT_TRUE(b.flag("--openai-gelu"));
+}
+
+TEST(Options, BadConfigFilesFailWithTheFileNamed) {
+  EXPECT_NE(error_of([] { parse_options("train", {"--config", "/nonexistent/x.yaml"}); }).find("cannot read"),
+            std::string::npos);
+  const std::string unknown = write_temp("unknown.yaml", "hiden_size: 3\n");
+  EXPECT_NE(error_of([&] { parse_options("train", {"--config", unknown}); }).find("did you mean --hidden-size"),
+            std::string::npos);
+  const std::string typed = write_temp("typed.yaml", "hidden_size: wide\n");
+  EXPECT_NE(error_of([&] { parse_options("train", {"--config", typed}); }).find("expects an integer"),
+            std::string::npos);
+  const std::string list = write_temp("list.yaml", "- 1\n- 2\n");
+  EXPECT_NE(error_of([&] { parse_options("train", {"--config", list}); }).find("expected a mapping"),
+            std::string::npos);
+  const std::string broken = write_temp("broken.yaml", "a: [1, 2\n");
+  EXPECT_NE(error_of([&] { parse_options("train", {"--config", broken}); }).find("not valid YAML"),
+            std::string::npos);
+  const std::string flag = write_temp("flag.yaml", "swiglu: maybe\n");
+  EXPECT_NE(error_of([&] { parse_options("train", {"--config", flag}); }).find("use true or false"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -260,8 +260,8 @@ void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, co
 }  // namespace
 
 size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, int64_t d) {
-  // Two [kBq, s] row panels (either path).
-  return static_cast<size_t>(2 * kBq * s);
+  // Lean path: two [kBq, kBk] tiles; probs path: two [kBq, s] panels.
+  return static_cast<size_t>(2 * kBq * std::max<int64_t>(s, kBk));
 }
 
 size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
@@ -452,11 +452,9 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
     const int64_t gi = h / dm.r;
     const float* kp = ka + dm.group(j, gi);
     const float* vp = va + dm.group(j, gi);
-    // Whole causal row panels (keys 0 .. kend − 1 of kBq queries) rather than kBq × kBk tiles:
-    // fewer, larger GEMMs are faster here, and the backward has workspace for them.
-    float* pt = tiles;              // P, then the dropped P  [kBq, s]
-    float* st = tiles + kBq * dm.s;  // dP, then dS            [kBq, s]
-    alignas(64) float mult[kBk];     // dropout multipliers for kBk keys of one row
+    float* pt = tiles;              // P, then the dropped P  [kBq, kBk]
+    float* st = tiles + kBq * kBk;  // dP, then dS            [kBq, kBk]
+    alignas(64) float mult[kBk];  // dropout multipliers of one tile row
     float rowd[kBq];
     for (int64_t i0 = 0; i0 < dm.s; i0 += kBq) {
       const int64_t mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
@@ -472,26 +470,27 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
         for (int64_t c = 0; c < dm.d; ++c) acc += gop[ii * dm.ldo + c] * op[ii * dm.ldo + c];
         rowd[ii] = acc;
       }
-      gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, scale, qp, dm.d, kp, dm.d, 0.0f, pt, dm.s);
-      gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, 1.0f, gop, dm.ldo, vp, dm.d, 0.0f, st, dm.s);
-      for (int64_t ii = 0; ii < mq; ++ii) {
-        float* prow = pt + ii * dm.s;
-        float* srow = st + ii * dm.s;
-        const int64_t valid = i0 + ii + 1;  // causal: keys t <= i
-        if (drop.on) {
-          for (int64_t t0 = 0; t0 < valid; t0 += kBk) {
-            const int64_t nk = std::min<int64_t>(kBk, valid - t0);
-            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, nk, mult);
-            softmax_grad_row(prow + t0, srow + t0, mult, nk, lp[ii], rowd[ii]);
+      for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+        const int64_t nk = std::min<int64_t>(kBk, kend - t0);
+        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, pt, kBk);
+        gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, 1.0f, gop, dm.ldo, vp + t0 * dm.d, dm.d, 0.0f, st, kBk);
+        for (int64_t ii = 0; ii < mq; ++ii) {
+          float* prow = pt + ii * kBk;
+          float* srow = st + ii * kBk;
+          const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(nk, i0 + ii - t0 + 1));
+          const float li = lp[ii], di = rowd[ii];
+          if (drop.on && valid > 0) {
+            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, valid, mult);
+            softmax_grad_row(prow, srow, mult, valid, li, di);
+          } else {
+            softmax_grad_row(prow, srow, nullptr, valid, li, di);
           }
-        } else {
-          softmax_grad_row(prow, srow, nullptr, valid, lp[ii], rowd[ii]);
+          for (int64_t t = valid; t < nk; ++t) prow[t] = srow[t] = 0.0f;
         }
-        for (int64_t t = valid; t < kend; ++t) prow[t] = srow[t] = 0.0f;
+        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, 1.0f, pt, kBk, gop, dm.ldo, 1.0f, dvp + t0 * dm.d, dm.d);
+        gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, scale, st, kBk, qp, dm.d, 1.0f, dkp + t0 * dm.d, dm.d);
+        gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, scale, st, kBk, kp + t0 * dm.d, dm.d, 1.0f, dqp, dm.d);
       }
-      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, 1.0f, pt, dm.s, gop, dm.ldo, 1.0f, dvp, dm.d);
-      gemm(CblasTrans, CblasNoTrans, kend, dm.d, mq, scale, st, dm.s, qp, dm.d, 1.0f, dkp, dm.d);
-      gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, kend, scale, st, dm.s, kp, dm.d, 1.0f, dqp, dm.d);
     }
   };
   run_backward(dm, dk, dv, workspace, head_fn);
