@@ -484,7 +484,8 @@ TEST(Attention, GqaBackwardWithMoreThreadsThanGroups) {
     ~RestoreThreads() { omp_set_num_threads(saved); }
   } restore;
   omp_set_num_threads(4);
-  Fixture f(Case{"split", {1, 6, 2, 40, 8}, 0.2f});  // b·g = 2 < 4 threads; workspace for 4
+  // b·g = 2 < 4 threads, and enough work (b·n·s²·d/2 > 2^20) for the kernels to go parallel.
+  Fixture f(Case{"split", {1, 6, 2, 96, 48}, 0.2f});
   const RefAttention ref = f.reference();
   f.lean_loss();
   Grads lean(f);

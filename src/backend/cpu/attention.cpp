@@ -32,6 +32,11 @@ int max_threads() {
 #endif
 }
 
+// Below about a million multiply-adds, a parallel region costs more than it saves (and far more
+// on a loaded machine); such calls run on the calling thread.
+constexpr int64_t kParallelMinWork = int64_t{1} << 20;
+int64_t attention_work(int64_t b, int64_t n, int64_t s, int64_t d) { return b * n * s * s * d / 2; }
+
 int thread_num() {
 #ifdef _OPENMP
   return omp_get_thread_num();
@@ -213,7 +218,7 @@ template <typename HeadFn>
 void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, const TensorView& workspace,
                   HeadFn&& head_fn) {
   const size_t per_thread = attention_workspace_floats_per_thread(dm.b, dm.n, dm.s, dm.d);
-  int threads = std::max(1, max_threads());
+  int threads = attention_work(dm.b, dm.n, dm.s, dm.d) < kParallelMinWork ? 1 : std::max(1, max_threads());
   auto need = [&](int t) { return attention_workspace_floats(dm.b, dm.n, dm.s, dm.d, t); };
   while (threads > 1 && need(threads) > static_cast<size_t>(workspace.numel())) --threads;
   float* ws = workspace.f32();
@@ -275,7 +280,7 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
   const int64_t positions = cos.dim(0), half = cos.dim(1), d = 2 * half;
   float* c = cos.f32();
   float* s = sin.f32();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (positions * half >= (int64_t{1} << 16))
   for (int64_t p = 0; p < positions; ++p)
     for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(p) * std::pow(base, -2.0 * static_cast<double>(i) / d);
@@ -295,7 +300,7 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
   float* vp = v.f32();
   const float* cp = rope ? cos.f32() : nullptr;
   const float* sp = rope ? sin.f32() : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (dm.s * dm.b * width >= kParallelMinWork)
   for (int64_t row = 0; row < dm.s * dm.b; ++row) {
     const int64_t i = row / dm.b, j = row % dm.b;
     const float* src = src_all + row * width;
@@ -331,7 +336,7 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
   const float* vp = dv.f32();
   const float* cp = rope ? cos.f32() : nullptr;
   const float* sp = rope ? sin.f32() : nullptr;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (dm.s * dm.b * width >= kParallelMinWork)
   for (int64_t row = 0; row < dm.s * dm.b; ++row) {
     const int64_t i = row / dm.b, j = row % dm.b;
     float* dst = dst_all + row * width;
@@ -372,7 +377,8 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
   float* la = lse.f32();
 
   // Tasks in decreasing query-block order: the long causal rows start first.
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.d) >= kParallelMinWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
     const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);
     const int64_t j = jh / dm.n, h = jh % dm.n, gi = h / dm.r;
@@ -511,7 +517,8 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
   float* pa = probs.f32();
   uint8_t* ma = drop.on ? mask.u8() : nullptr;
 
-#pragma omp parallel for schedule(dynamic, 1)
+  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.d) >= kParallelMinWork;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
     const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);
     const int64_t j = jh / dm.n, h = jh % dm.n, gi = h / dm.r;

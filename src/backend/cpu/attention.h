@@ -1,5 +1,9 @@
 // CPU kernels for ops/attention.h (shapes already validated by the op): QKV split + RoPE, the
 // online-softmax (lean) attention and the materialising (probs) attention, forward and backward.
+// Details the op contract leaves open: RoPE tables are computed in double and rounded once; the
+// probs path's u8 mask is 0 above the diagonal (those entries draw no random number); calls
+// below about 2^20 multiply-adds run single-threaded; the backward is deterministic for a given
+// thread count (the GQA split below changes only the summation order of dk/dv).
 #pragma once
 
 #include <cstddef>
