@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "app/blas_tuning.h"
 #include "base/error.h"
 
 namespace mt {
@@ -19,6 +20,7 @@ const char* kUsage =
 }
 
 int main(int argc, char** argv) {
+  mt::retune_openblas_or_continue(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

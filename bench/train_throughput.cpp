@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "app/blas_tuning.h"
 #include "model/gpt.h"
 #include "optim/optimizer.h"
 #include "train/flops.h"
@@ -113,6 +114,7 @@ void run_config(const BenchConfig& bc, int warmup, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mt::retune_openblas_or_continue(argv);
   std::string which = "all";
   int iters = 5, warmup = 2;
   for (int i = 1; i < argc; ++i) {
@@ -120,9 +122,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
     else which = argv[i];
   }
-  std::printf("train_throughput: fp32, %d OpenMP threads, untied GPT-2 style (LayerNorm, GeLU-tanh, learned "
+  std::printf("train_throughput: OpenBLAS kernels %s, fp32, %d OpenMP threads, untied GPT-2 style (LayerNorm, GeLU-tanh, learned "
               "positions, biases, dropout 0.1), vocab 50304; %d warm-up + %d measured iterations\n",
-              omp_get_max_threads(), warmup, iters);
+              openblas_get_corename(), omp_get_max_threads(), warmup, iters);
   std::fflush(stdout);
   bool found = false;
   for (const BenchConfig& bc : kConfigs) {

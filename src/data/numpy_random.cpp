@@ -136,7 +136,7 @@ std::vector<uint32_t> numpy_seed_sequence_state(uint64_t entropy, int n_words) {
 // PCG64 (numpy/random/src/pcg64/pcg64.h, non-emulated 128-bit path).
 
 namespace {
-using u128 = unsigned __int128;
+using u128 = numpy_uint128;
 constexpr u128 k_pcg_mult = (static_cast<u128>(2549297995355413924ull) << 64) | 4865540595714422341ull;
 }  // namespace
 

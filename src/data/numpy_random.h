@@ -17,6 +17,9 @@
 
 namespace mt {
 
+// GCC/Clang's 128-bit integer; __extension__ keeps -Wpedantic quiet about it.
+__extension__ typedef unsigned __int128 numpy_uint128;
+
 // numpy.random.RandomState(seed) for an integer seed in [0, 2^32).
 class NumpyRandomState {
  public:
@@ -66,8 +69,8 @@ class NumpyPcg64 {
   uint32_t next_uint32();
 
  private:
-  unsigned __int128 state_ = 0;
-  unsigned __int128 inc_ = 0;
+  numpy_uint128 state_ = 0;
+  numpy_uint128 inc_ = 0;
   bool has_uint32_ = false;
   uint32_t uinteger_ = 0;
 };

@@ -132,6 +132,18 @@ TEST(LrSchedule, WsdStablePhase) {
   EXPECT_FLOAT_EQ(s.lr(1101), 0.1f); // past decay end
 }
 
+TEST(LrSchedule, WsdAnnealOverlappingWarmup) {
+  // Megatron allows the anneal to start before warmup ends (here at 1100 - 1050 = 50). This is the
+  // one case where "n <= warmup" (inclusive) is observable: at n = 100 warmup wins with max_lr,
+  // while the anneal formula would give r' = 50/1050, 0.1 + (1 - 0.04761905) * 0.9 = 0.95714286.
+  LrScheduleConfig c = wsd_config(WsdDecayStyle::linear);
+  c.wsd_decay_steps = 1050;
+  const OptimizerParamScheduler s(c);
+  EXPECT_FLOAT_EQ(s.lr(100), 1.0f);
+  // n = 101: r' = 51/1050 = 0.04857143; 0.1 + 0.95142857 * 0.9 = 0.95628571 (a jump down).
+  EXPECT_NEAR(s.lr(101), 0.95628571f, kTol);
+}
+
 TEST(LrSchedule, WsdLinear) {
   const OptimizerParamScheduler s(wsd_config(WsdDecayStyle::linear));
   EXPECT_NEAR(s.lr(800), 0.775f, kTol);  // r' = 0.25: 0.1 + 0.75 * 0.9
