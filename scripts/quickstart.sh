@@ -12,5 +12,5 @@ exec ./build/megatron train \
   --untie-embeddings-and-output-weights \
   --seq-length 128 --micro-batch-size 8 --global-batch-size 16 \
   --vocab-size 256 --mock-data \
-  --lr 3e-3 --train-iters 60 --log-interval 5 \
+  --lr 3e-3 --train-iters 200 --log-interval 10 \
   --hidden-dropout 0 --attention-dropout 0 "$@"

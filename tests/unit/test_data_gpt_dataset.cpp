@@ -5,6 +5,7 @@
 // token) and Megatron's --mock-data with seed 1234, seq 64, NullTokenizer vocab 1000.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -90,7 +91,7 @@ int check_case(const GptDataset& ds, size_t at) {
   int samples = 0;
   GptSample s;
   auto ends_case = [](const std::string& key) {
-    return key == "case" || key == "setup" || key == "mock" || key == "split";
+    return key == "case" || key == "setup" || key == "mock" || key == "split" || key == "lengths";
   };
   for (size_t k = at + 1; k < all.size() && !ends_case(all[k].key); ++k) {
     const Record& r = all[k];
@@ -112,8 +113,11 @@ int check_case(const GptDataset& ds, size_t at) {
         s = ds.get_sample(i);
         ++samples;
         expect_array(s.tokens, values, what + " " + std::to_string(i));
-      } else if (r.key == "labels") {
-        expect_array(s.labels, values, what + " " + std::to_string(i));
+      } else if (r.key == "last_label") {
+        // The fixture stores only the last label; the others are the next inputs.
+        EXPECT_EQ(s.labels.size(), s.tokens.size());
+        for (size_t t = 0; t + 1 < std::min(s.labels.size(), s.tokens.size()); ++t) EXPECT_EQ(s.labels[t], s.tokens[t + 1]) << what << " " << t;
+        EXPECT_EQ(s.labels.back(), values.i(0)) << what << " " << i;
       } else if (r.key == "loss_mask") {
         expect_array(s.loss_mask, values, what + " " + std::to_string(i));
       } else if (r.key == "position_ids") {
@@ -149,7 +153,7 @@ TEST(GptDatasetSplit, ParseNormalizeAndRangesMatchMegatron) {
     }
     ++n_checked;
   }
-  EXPECT_EQ(n_checked, 8);
+  EXPECT_EQ(n_checked, 10);
 }
 
 TEST(GptDatasetSplit, BadStringsFailLoud) {
@@ -162,14 +166,20 @@ TEST(GptDatasetSplit, BadStringsFailLoud) {
 TEST(GptDataset, SyntheticCasesMatchMegatron) {
   const auto& all = fixture();
   int n_cases = 0;
+  std::vector<int32_t> lengths;
   for (size_t k = 0; k < all.size(); ++k) {
     if (all[k].key != "setup") continue;
     // setup <name> <split> <split index> <num_samples|-1> <seq> <seed> <drop_last_valid>
     //       <eod_mask_loss> <reset_position_ids> <extra>
+    // A "lengths" record follows when the case uses new sequence lengths; else the last ones hold.
     const Record& setup = all[k];
-    ASSERT_EQ(all.at(k + 1).key, "lengths");
-    std::vector<int32_t> lengths;
-    for (size_t f = 0; f < all[k + 1].fields.size(); ++f) lengths.push_back(static_cast<int32_t>(all[k + 1].i(f)));
+    size_t next = k + 1;
+    if (all.at(next).key == "lengths") {
+      lengths.clear();
+      for (size_t f = 0; f < all[next].fields.size(); ++f) lengths.push_back(static_cast<int32_t>(all[next].i(f)));
+      ++next;
+    }
+    ASSERT_FALSE(lengths.empty());
     const auto ds_low = std::make_shared<SyntheticDataset>(lengths);
     const int split_index = static_cast<int>(setup.i(2));
     const auto matrix = split_matrix_from_vector(parse_and_normalize_split(setup.fields.at(1)));
@@ -188,9 +198,9 @@ TEST(GptDataset, SyntheticCasesMatchMegatron) {
     cfg.pad_token = -1;
     const std::optional<int64_t> num_samples = setup.i(3) < 0 ? std::nullopt : std::optional<int64_t>(setup.i(3));
     const GptDataset ds(ds_low, indices, num_samples, static_cast<Split>(split_index), cfg);
-    ASSERT_EQ(all.at(k + 2).key, "case");
+    ASSERT_EQ(all.at(next).key, "case");
     SCOPED_TRACE(setup.fields.at(0));
-    EXPECT_GT(check_case(ds, k + 2), 0);
+    EXPECT_GT(check_case(ds, next), 0);
     ++n_cases;
   }
   EXPECT_EQ(n_cases, 11);

@@ -282,7 +282,9 @@ def dataset_records(name, ds, full, n_samples):
     for i in range(min(n_samples, len(ds))):
         tokens, labels, loss_mask, position_ids = ds.sample(i)
         out.append(line("tokens", i, *tokens))
-        out.append(line("labels", i, *labels))
+        # labels[k] == tokens[k + 1] always (both read text[k + 1]); only the last one is new.
+        assert (labels[:-1] == tokens[1:]).all()
+        out.append(line("last_label", i, labels[-1]))
         out.append(line("loss_mask", i, *loss_mask.astype(numpy.int64)))
         out.append(line("position_ids", i, *position_ids))
     return out
@@ -308,6 +310,7 @@ def gpt_fixture():
         ("large_threshold_below", large, "969,30,1", 0, 877 + 700, 32, 1234, 1, 0, 0, 1, False, 2),
         ("large_threshold_at", large, "969,30,1", 0, 877 + 701, 32, 1234, 1, 0, 0, 1, False, 2),
     ]
+    previous_sizes = None
     for (name, sizes, split, si, num_samples, seq, seed, dlv, eml, rpi, extra, full, ns) in cases:
         cfg = dict(seq_length=seq, seed=seed, drop_last_valid=dlv, eod_mask_loss=eml,
                    reset_position_ids=rpi, extra=extra, eod=SYNTH_EOD, pad=-1)
@@ -315,12 +318,15 @@ def gpt_fixture():
         ds = RefGPTDataset(sizes, slicer(synthetic_sequence, sizes), indices, num_samples, si, cfg)
         out.append(line("setup", name, split, si, -1 if num_samples is None else num_samples, seq, seed,
                         dlv, eml, rpi, extra))
-        out.append(line("lengths", *sizes))
+        if previous_sizes is not sizes:  # a case reuses the last "lengths" record when absent
+            out.append(line("lengths", *sizes))
+            previous_sizes = sizes
         out += dataset_records(name, ds, full, ns)
 
     # Splits: the normalized vectors (as float hex) and (begin, end) per split, -1 -1 for none.
     for split, n in [("969,30,1", 1000), ("969, 30, 1", 7), ("1,1,1", 100000), ("98,2", 333),
-                     ("0.5 0.25 0.25", 10), ("1", 5), ("3,0,1", 9), ("2.5,2.5", 3)]:
+                     ("0.5 0.25 0.25", 10), ("1", 5), ("3,0,1", 9), ("2.5,2.5", 3),
+                     ("1,1", 5), ("1,3", 2)]:
         vec = parse_and_normalize_split(split)
         ranges = []
         for r in split_ranges(split, n):
