@@ -83,7 +83,10 @@ void run_config(const BenchConfig& bc, int warmup, int iters) {
     const mt::TensorView lab(labels.data(), mt::DType::i32, {bc.batch, bc.seq});
     const auto t0 = Clock::now();
     model.params().zero_grads();
-    model.forward(tok, lab, mt::TensorView(), static_cast<uint64_t>(it));
+    mt::ForwardOptions fo;
+    fo.dropout_round = static_cast<uint64_t>(it);
+    fo.grad_scale = 1.0f / static_cast<float>(bc.batch * bc.seq);
+    model.forward({tok, lab, mt::TensorView()}, fo);
     const auto t1 = Clock::now();
     model.backward();
     const auto t2 = Clock::now();

@@ -12,25 +12,51 @@
 
 namespace mt {
 
+// One micro-batch in host memory.
+struct MicroBatch {
+  TensorView tokens;     // i32 [b, s]
+  TensorView labels;     // i32 [b, s]
+  TensorView loss_mask;  // f32 [b, s], or empty: every token counts
+};
+
+// What the loss reduction needs: Megatron's lm loss is loss_sum / num_tokens.
+struct LossSums {
+  double loss_sum = 0.0;    // Σ mask · token loss
+  double num_tokens = 0.0;  // Σ mask
+};
+
+struct ForwardOptions {
+  uint64_t dropout_round = 0;  // selects the dropout masks (the trainer counts micro-batches)
+  bool dropout = true;         // false for evaluation
+  // 0: no backward follows (evaluation). Otherwise backward() will accumulate
+  // grad_scale · d(loss_sum)/dθ; the output layer's share is computed during the forward, chunk by
+  // chunk, so the [s·b, V] logits never exist in full.
+  float grad_scale = 0.0f;
+};
+
+struct GptModelOptions {
+  int threads = 0;                 // OpenMP threads the workspaces are sized for; 0 = all
+  int64_t head_chunk_tokens = 256; // rows of logits alive at once in the output layer
+};
+
 class GptModel {
  public:
   // micro_batch and config.seq_length fix every activation shape.
   GptModel(const ModelConfig& config, int64_t micro_batch, Backend& backend, MemoryTracker* tracker,
-           int threads = 0);
+           const GptModelOptions& options = {});
 
-  // tokens, labels: host i32 [b, s]; loss_mask: host f32 [b, s] or empty (all tokens count).
-  // Returns Σ mask·loss / Σ mask (Megatron's per-micro-batch lm loss). Keeps what backward needs.
-  // dropout_round selects fresh dropout masks (the trainer passes a counter of micro-batches).
-  double forward(const TensorView& tokens, const TensorView& labels, const TensorView& loss_mask,
-                 uint64_t dropout_round = 0);
-  // Accumulates d(loss_scale · loss)/dθ into the gradients of params(). Call after forward.
-  void backward(float loss_scale = 1.0f);
+  // Runs the model on one micro-batch and keeps what backward needs.
+  LossSums forward(const MicroBatch& batch, const ForwardOptions& options);
+  // Accumulates grad_scale · d(loss_sum)/dθ into the gradients of params(). Call after a forward
+  // with grad_scale != 0.
+  void backward();
 
   ParamStore& params() { return *params_; }
   const ModelConfig& config() const { return config_; }
   int64_t micro_batch() const { return b_; }
-  // Logits [s, b, V_padded] of the last forward (overwritten by backward).
-  TensorView logits() const { return logits_.reshape({s_, b_, config_.padded_vocab_size()}); }
+  // Logits [rows, V_padded] of the last chunk of the last forward (all s·b rows, in [s, b] order,
+  // when head_chunk_tokens >= s·b and grad_scale was 0). For tests.
+  TensorView last_logits_chunk() const { return logits_chunk_; }
   // Per-token losses [s, b] of the last forward.
   TensorView token_losses() const { return losses_.reshape({s_, b_}); }
   // Bytes of saved activations and of backward scratch (exact, as carved from the arenas).
@@ -41,12 +67,18 @@ class GptModel {
  private:
   void carve(Arena& activations, Arena& workspace, int threads);
   LayerContext layer_context(int64_t layer) const;
+  // Final norm output -> logits -> cross entropy, in chunks of rows; when training also the
+  // gradients of the output weight and of the final norm output (into dfinal_).
+  void output_head_fwd(float grad_scale);
 
   ModelConfig config_;
   int64_t s_ = 0, b_ = 0;
   Backend& backend_;
   uint64_t seed_ = 1234;
   uint64_t round_ = 0;
+  bool dropout_ = true;
+  float grad_scale_ = 0.0f;
+  int64_t head_chunk_ = 0;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
@@ -54,18 +86,21 @@ class GptModel {
   // Inputs copied to the device.
   TensorView tokens_;      // i32 [b, s]
   TensorView labels_;      // i32 [N] in [s, b] row order
-  std::vector<float> token_weights_;  // host [N]: mask / Σ mask, row order [s, b]
+  std::vector<float> mask_sb_;  // host [N]: loss mask in row order [s, b]
   // Saved activations.
   TensorView emb_drop_mask_;  // u8 [N, h]
   TensorView x0_;             // [N, h] embedding output after dropout (layer 0 input)
   std::vector<LayerActivations> layers_;
-  TensorView final_out_, final_mean_, final_rstd_;  // [N, h], [N], [N]
-  TensorView logits_;         // [N, V]; backward turns it into dlogits in place
-  TensorView losses_, lse_;   // [N]
+  TensorView final_mean_, final_rstd_;  // [N]
+  TensorView dfinal_;         // [N, h] gradient of the final norm output, from the forward
+  TensorView losses_;         // [N]
   // Scratch.
   LayerScratch scratch_;
+  TensorView final_out_;      // [N, h] final norm output (consumed inside the forward)
+  TensorView logits_chunk_;   // [chunk, V] logits, turned into their gradient in place
+  TensorView lse_;            // [chunk]
+  TensorView dlosses_;        // [N] grad_scale · mask
   TensorView dx_;             // [N, h] running residual gradient
-  TensorView dlosses_;        // [N]
   TensorView rope_cos_, rope_sin_;  // [max_pos, d/2] (RoPE only)
 };
 

@@ -40,8 +40,15 @@ std::vector<IterationStats> Trainer::run(const std::function<void(const std::str
     for (int64_t mb = 0; mb < accumulation; ++mb) {
       data.batch(consumed, b, tokens, labels);
       const TensorView tok(tokens.data(), DType::i32, {b, s}), lab(labels.data(), DType::i32, {b, s});
-      loss += model_->forward(tok, lab, TensorView(), static_cast<uint64_t>(consumed)) / accumulation;
-      model_->backward(1.0f / static_cast<float>(accumulation));
+      // Megatron's reduction: each micro-batch's loss is its mean over tokens, and the
+      // micro-batch losses are averaged.
+      const double tokens_in_batch = static_cast<double>(b * s);
+      ForwardOptions fo;
+      fo.dropout_round = static_cast<uint64_t>(consumed);
+      fo.grad_scale = static_cast<float>(1.0 / (tokens_in_batch * static_cast<double>(accumulation)));
+      const LossSums sums = model_->forward({tok, lab, TensorView()}, fo);
+      loss += sums.loss_sum / sums.num_tokens / static_cast<double>(accumulation);
+      model_->backward();
       consumed += b;
     }
     const auto step = optimizer_->step(config_.optimizer, config_.optimizer.lr, config_.optimizer.weight_decay);

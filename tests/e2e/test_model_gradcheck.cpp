@@ -53,11 +53,17 @@ void gradcheck(bool llama, AttentionImpl impl) {
   for (int64_t i = 0; i < mask.numel(); ++i) mask.f32()[i] = mask.f32()[i] > -0.5f ? 1.0f : 0.0f;
   const uint64_t round = 5;
 
+  const MicroBatch batch{tokens.view(), labels.view(), mask.view()};
+  ForwardOptions train;
+  train.dropout_round = round;
+  train.grad_scale = 0.7f;  // any scale: the gradient is of 0.7 · loss_sum
   model.params().zero_grads();
-  model.forward(tokens.view(), labels.view(), mask.view(), round);
+  model.forward(batch, train);
   model.backward();
 
-  auto loss = [&] { return model.forward(tokens.view(), labels.view(), mask.view(), round); };
+  ForwardOptions probe = train;
+  probe.grad_scale = 0.0f;  // same masks, no gradient work
+  auto loss = [&] { return 0.7 * model.forward(batch, probe).loss_sum; };
   for (Param& p : model.params().params()) {
     // Probe the 6 entries with the largest analytic gradient plus 4 spread ones.
     std::vector<int64_t> idx;
@@ -92,16 +98,57 @@ TEST(ModelGradcheck, Gpt2StyleWithDropout) { gradcheck(false, AttentionImpl::fla
 TEST(ModelGradcheck, LlamaStyleWithDropout) { gradcheck(true, AttentionImpl::flash); }
 TEST(ModelGradcheck, UnfusedAttentionWithDropout) { gradcheck(true, AttentionImpl::unfused); }
 
-TEST(ModelGradcheck, DropoutRoundChangesMasksAndSameRoundRepeats) {
+TEST(ModelGradcheck, DropoutRoundChangesMasksAndEvaluationHasNone) {
   ModelConfig c = tiny(false);
   GptModel model(c, 2, cpu_backend(), nullptr);
   model.params().init(7);
   test::HostTensor tokens = test::randint({2, c.seq_length}, 37, 1), labels = test::randint({2, c.seq_length}, 37, 2);
-  const double a = model.forward(tokens.view(), labels.view(), TensorView(), 1);
-  const double a2 = model.forward(tokens.view(), labels.view(), TensorView(), 1);
-  const double b = model.forward(tokens.view(), labels.view(), TensorView(), 2);
-  EXPECT_EQ(a, a2);
-  EXPECT_NE(a, b);
+  const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+  ForwardOptions round1, round2, eval;
+  round1.dropout_round = 1;
+  round2.dropout_round = 2;
+  eval.dropout = false;
+  eval.dropout_round = 1;
+  const double a = model.forward(batch, round1).loss_sum;
+  EXPECT_EQ(model.forward(batch, round1).loss_sum, a);
+  EXPECT_NE(model.forward(batch, round2).loss_sum, a);
+  // Without dropout the round does not matter.
+  const double e = model.forward(batch, eval).loss_sum;
+  eval.dropout_round = 2;
+  EXPECT_EQ(model.forward(batch, eval).loss_sum, e);
+  EXPECT_NE(e, a);
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+// The output layer runs in chunks of rows; the chunking must not change the loss or a gradient.
+TEST(ModelGradcheck, OutputLayerChunkingDoesNotChangeResults) {
+  const ModelConfig c = tiny(true);
+  test::HostTensor tokens = test::randint({3, c.seq_length}, 37, 1), labels = test::randint({3, c.seq_length}, 37, 2);
+  const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+  ForwardOptions train;
+  train.grad_scale = 0.25f;
+  std::vector<std::vector<float>> grads[2];
+  double losses[2];
+  const int64_t chunks[2] = {5, 1000};  // 27 rows: six chunks (the last one short), or one
+  for (int k = 0; k < 2; ++k) {
+    GptModelOptions options;
+    options.head_chunk_tokens = chunks[k];
+    GptModel model(c, 3, cpu_backend(), nullptr, options);
+    model.params().init(3);
+    model.params().zero_grads();
+    losses[k] = model.forward(batch, train).loss_sum;
+    model.backward();
+    for (const Param& p : model.params().params()) grads[k].emplace_back(p.grad.f32(), p.grad.f32() + p.grad.numel());
+  }
+  EXPECT_NEAR(losses[0], losses[1], 1e-5 * std::fabs(losses[1]));
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    for (size_t j = 0; j < grads[0][i].size(); ++j)
+      ASSERT_NEAR(grads[0][i][j], grads[1][i][j], 1e-6 + 1e-5 * std::fabs(grads[1][i][j])) << "param " << i;
 }
 
 }  // namespace

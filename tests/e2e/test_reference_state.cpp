@@ -68,7 +68,11 @@ void run_reference_state(const std::string& fixture, AttentionImpl impl) {
   const TensorView tokens = f.get("tokens"), labels = f.get("labels");
   const int64_t b = tokens.dim(0);
   MemoryTracker memory;
-  GptModel model(c, b, cpu_backend(), &memory);
+  GptModelOptions options;
+  options.head_chunk_tokens = b * c.seq_length;  // one chunk, so the logits can be inspected
+  GptModel model(c, b, cpu_backend(), &memory, options);
+  const MicroBatch batch{tokens, labels, TensorView()};
+  const float grad_scale = 1.0f / static_cast<float>(b * c.seq_length);  // d(mean loss)
   for (Param& p : model.params().params()) {
     const TensorView src = f.get(p.name);
     ASSERT_EQ(src.shape, p.value.shape) << p.name;
@@ -77,16 +81,20 @@ void run_reference_state(const std::string& fixture, AttentionImpl impl) {
   ASSERT_EQ(model.params().params().size() * 2 + 6, f.names().size()) << "fixture and model disagree on the parameter set";
 
   // Logits, loss and every gradient at the initial weights.
-  model.params().zero_grads();
-  const double loss = model.forward(tokens, labels, TensorView());
+  const LossSums eval = model.forward(batch, {});
+  const double loss = eval.loss_sum / eval.num_tokens;
   const std::vector<double> ref_logits = as_double(f.get("logits"));
-  const double logits_diff = max_abs_diff(model.logits().f32(), ref_logits);
+  const double logits_diff = max_abs_diff(model.last_logits_chunk().f32(), ref_logits);
   const double ref_loss = f.get("loss").f32()[0];
   std::printf("[%s] logits max |diff| %.3e (max |logit| %.3f), loss %.7f vs %.7f\n", fixture.c_str(), logits_diff,
               max_abs(ref_logits), loss, ref_loss);
   // fp32 against fp64: observed ~4e-7 (a few ulps of the largest logit); 20x margin.
   EXPECT_LT(logits_diff, 1e-5);
   EXPECT_NEAR(loss, ref_loss, 1e-5);
+  model.params().zero_grads();
+  ForwardOptions train;
+  train.grad_scale = grad_scale;
+  EXPECT_EQ(model.forward(batch, train).loss_sum, eval.loss_sum);
   model.backward();
   double worst = 0.0;
   std::string worst_name;
@@ -117,7 +125,8 @@ void run_reference_state(const std::string& fixture, AttentionImpl impl) {
   double worst_loss = 0.0, worst_norm = 0.0;
   for (int64_t step = 0; step < ref_losses.numel(); ++step) {
     model.params().zero_grads();
-    const double l = model.forward(tokens, labels, TensorView());
+    const LossSums sums = model.forward(batch, train);
+    const double l = sums.loss_sum / sums.num_tokens;
     model.backward();
     const auto result = optimizer.step(oc, oc.lr, oc.weight_decay);
     worst_loss = std::max(worst_loss, std::fabs(l - ref_losses.f32()[step]));

@@ -50,7 +50,7 @@ int64_t expected_params(const ModelConfig& c) {
 
 // Bytes of the tensors the model keeps for backward, listed from the layer definitions.
 int64_t expected_activation_bytes(const ModelConfig& c, int64_t b) {
-  const int64_t s = c.seq_length, N = s * b, h = c.hidden_size, V = c.padded_vocab_size();
+  const int64_t s = c.seq_length, N = s * b, h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   const int64_t stats = (c.normalization == Normalization::layernorm ? 2 : 1) * N * 4;  // mean?, rstd
   int64_t layer = 0;
@@ -68,7 +68,9 @@ int64_t expected_activation_bytes(const ModelConfig& c, int64_t b) {
   layer += N * h;                               // MLP-output dropout mask (u8)
   layer += N * h * 4;                           // layer output
   const int64_t embedding = N * h + N * h * 4;  // dropout mask + output
-  const int64_t head = N * h * 4 + stats + N * V * 4 + 2 * N * 4;  // final norm, logits, losses, lse
+  // Final-norm statistics, the gradient of its output (computed in the forward by the chunked
+  // output layer, so no [N, V] logits are kept), per-token losses.
+  const int64_t head = stats + N * h * 4 + N * 4;
   return c.num_layers * layer + embedding + head;
 }
 

@@ -14,10 +14,17 @@ namespace mt {
 namespace {
 bool layernorm(const ModelConfig& c) { return c.normalization == Normalization::layernorm; }
 
+float hidden_dropout(const LayerContext& ctx) { return ctx.dropout ? ctx.config->hidden_dropout : 0.0f; }
+
+// The saved probability mask exists only when attention dropout is on (and this pass uses it).
+TensorView probs_mask(const LayerActivations& act, const AttentionOptions& o) {
+  return o.dropout_p > 0.0f ? act.probs_mask : TensorView();
+}
+
 AttentionOptions attention_options(const LayerContext& ctx) {
   AttentionOptions o;
   o.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ctx.config->kv_channels)));
-  o.dropout_p = ctx.config->attention_dropout;
+  o.dropout_p = ctx.dropout ? ctx.config->attention_dropout : 0.0f;
   o.rng = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention");
   return o;
 }
@@ -90,16 +97,16 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   if (c.attention_impl == AttentionImpl::flash)
     attention_fwd(context_sbh, act.lse, act.q, act.k, act.v, options);
   else
-    attention_probs_fwd(context_sbh, act.probs, act.probs_mask, act.q, act.k, act.v, options);
+    attention_probs_fwd(context_sbh, act.probs, probs_mask(act, options), act.q, act.k, act.v, options);
   linear_fwd(sc.dense, act.context, w.proj_weight, w.proj_bias);
-  dropout_add_fwd(act.residual1, act.attn_drop_mask, sc.dense, x, c.hidden_dropout,
+  dropout_add_fwd(act.residual1, act.attn_drop_mask, sc.dense, x, hidden_dropout(ctx),
                   dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"), 0);
   // MLP block.
   norm_fwd(c, act.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
   linear_fwd(act.fc1_out, act.norm2_out, w.fc1_weight, w.fc1_bias);
   mlp_activation_fwd(c, act.act_out, act.fc1_out);
   linear_fwd(sc.dense, act.act_out, w.fc2_weight, w.fc2_bias);
-  dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, c.hidden_dropout,
+  dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, hidden_dropout(ctx),
                   dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), 0);
 }
 
@@ -110,7 +117,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   // MLP block. dx holds d(out); the residual passes it to d(residual1) unchanged, and the norm
   // backward below adds the branch's contribution into the same buffer.
   zero(sc.dense);
-  dropout_bwd(sc.dense, dx, act.mlp_drop_mask, c.hidden_dropout);
+  dropout_bwd(sc.dense, dx, act.mlp_drop_mask, hidden_dropout(ctx));
   zero(sc.dact);
   linear_bwd(sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, act.act_out, w.fc2_weight);
   zero(sc.dfc1);
@@ -121,7 +128,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
            act.norm2_rstd);
   // Attention block; dx now holds d(residual1).
   zero(sc.dense);
-  dropout_bwd(sc.dense, dx, act.attn_drop_mask, c.hidden_dropout);
+  dropout_bwd(sc.dense, dx, act.attn_drop_mask, hidden_dropout(ctx));
   zero(sc.dcontext);
   linear_bwd(sc.dcontext, g.proj_weight, g.proj_bias, sc.dense, act.context, w.proj_weight);
   zero(sc.dq);
@@ -134,7 +141,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
     attention_bwd(sc.dq, sc.dk, sc.dv, dcontext_sbh, context_sbh, act.lse, act.q, act.k, act.v, options,
                   sc.attention);
   } else {
-    attention_probs_bwd(sc.dq, sc.dk, sc.dv, dcontext_sbh, act.probs, act.probs_mask, act.q, act.k, act.v, options,
+    attention_probs_bwd(sc.dq, sc.dk, sc.dv, dcontext_sbh, act.probs, probs_mask(act, options), act.q, act.k, act.v, options,
                         sc.attention);
   }
   zero(sc.qkv);

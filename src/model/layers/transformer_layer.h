@@ -62,6 +62,7 @@ struct LayerContext {
   TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
   uint64_t seed = 0;              // dropout seed
   uint64_t dropout_round = 0;     // advances every micro-batch so masks differ between them
+  bool dropout = true;            // false in evaluation
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
 };
 
