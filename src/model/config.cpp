@@ -49,6 +49,8 @@ void ModelConfig::finalize(int64_t tp) {
   MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
       << "--attention-dropout must be in [0, 1), got " << attention_dropout;
   MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
+  MT_CHECK(params_dtype == DType::f32 || params_dtype == DType::bf16 || params_dtype == DType::f16)
+      << "parameters can be f32, bf16 (--bf16) or f16 (--fp16), not " << dtype_name(params_dtype);
 }
 
 int64_t ModelConfig::padded_vocab_size(int64_t tp) const {
@@ -64,7 +66,8 @@ std::string ModelConfig::summary() const {
     << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm") << ", "
     << (activation == Activation::swiglu ? "SwiGLU" : activation == Activation::gelu_tanh ? "GeLU(tanh)" : "GeLU")
     << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions")
-    << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied");
+    << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied")
+    << ", " << dtype_name(params_dtype);
   return s.str();
 }
 

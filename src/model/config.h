@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/dtype.h"
+
 namespace mt {
 
 enum class PositionEmbedding { learned_absolute, rope };
@@ -38,6 +40,10 @@ struct ModelConfig {
   int64_t make_vocab_size_divisible_by = 128;
   bool untie_embeddings_and_output_weights = false;
   AttentionImpl attention_impl = AttentionImpl::flash;
+  // --bf16 / --fp16: parameters and saved activations in 16 bits (arithmetic in f32 on CPU, with
+  // every stored value rounded as the 16-bit format rounds it); gradients and the optimizer's
+  // main parameters stay f32.
+  DType params_dtype = DType::f32;
 
   // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
   void finalize(int64_t tensor_parallel_size = 1);

@@ -8,10 +8,19 @@
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
 
 namespace mt {
+
+namespace {
+constexpr TensorView LayerTensors::*kLayerWeights[] = {
+    &LayerTensors::input_norm_weight, &LayerTensors::input_norm_bias, &LayerTensors::qkv_weight,
+    &LayerTensors::qkv_bias,          &LayerTensors::proj_weight,     &LayerTensors::proj_bias,
+    &LayerTensors::mlp_norm_weight,   &LayerTensors::mlp_norm_bias,   &LayerTensors::fc1_weight,
+    &LayerTensors::fc1_bias,          &LayerTensors::fc2_weight,      &LayerTensors::fc2_bias};
+}  // namespace
 
 GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Backend& backend, MemoryTracker* tracker,
                    const GptModelOptions& options)
@@ -38,10 +47,12 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   const LayerShape shape{s_, b_};
   tokens_ = ws.alloc(DType::i32, {b_, s_});
   labels_ = ws.alloc(DType::i32, {N});
+  const DType dtype = config_.params_dtype;
   emb_drop_mask_ = act.alloc(DType::u8, {N, h});
-  x0_ = act.alloc(DType::f32, {N, h});
+  x0_ = act.alloc(dtype, {N, h});
   layers_.clear();
-  for (int64_t i = 0; i < config_.num_layers; ++i) layers_.push_back(alloc_layer_activations(act, config_, shape));
+  for (int64_t i = 0; i < config_.num_layers; ++i)
+    layers_.push_back(alloc_layer_activations(act, config_, shape, dtype));
   if (config_.normalization == Normalization::layernorm) final_mean_ = act.alloc(DType::f32, {N});
   final_rstd_ = act.alloc(DType::f32, {N});
   dfinal_ = act.alloc(DType::f32, {N, h});
@@ -56,6 +67,38 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
     rope_cos_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
     rope_sin_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
   }
+  if (mixed()) {
+    const GptTensors w = params_->values();
+    for (auto m : kLayerWeights)
+      if (!(w.layers[0].*m).empty()) layer_w32_.*m = ws.alloc(DType::f32, (w.layers[0].*m).shape);
+    for (auto m : kStoredActivations) layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
+    vocab_w32_ = ws.alloc(DType::f32, {V, h});
+    if (!w.position_embeddings.empty()) pos_w32_ = ws.alloc(DType::f32, w.position_embeddings.shape);
+    final_w32_ = ws.alloc(DType::f32, {h});
+    if (!w.final_norm_bias.empty()) final_b32_ = ws.alloc(DType::f32, {h});
+    x32_[0] = ws.alloc(DType::f32, {N, h});
+    x32_[1] = ws.alloc(DType::f32, {N, h});
+  }
+}
+
+TensorView GptModel::as_f32(const TensorView& t, const TensorView& staging) {
+  if (t.empty() || t.dtype == DType::f32) return t;
+  cast(staging, t);
+  return staging;
+}
+
+LayerTensors GptModel::layer_weights_f32(const GptTensors& w, int64_t i) {
+  if (!mixed()) return w.layers[i];
+  LayerTensors out;
+  for (auto m : kLayerWeights) out.*m = as_f32(w.layers[i].*m, layer_w32_.*m);
+  return out;
+}
+
+LayerActivations GptModel::layer_activations_f32(int64_t i, bool load) {
+  if (!mixed()) return layers_[i];
+  LayerActivations f = layers_[i];
+  for (auto m : kStoredActivations) f.*m = load ? as_f32(layers_[i].*m, layer_act32_.*m) : layer_act32_.*m;
+  return f;
 }
 
 LayerContext GptModel::layer_context(int64_t layer) const {
@@ -68,6 +111,7 @@ LayerContext GptModel::layer_context(int64_t layer) const {
   ctx.dropout_round = round_;
   ctx.dropout = dropout_;
   ctx.layer_index = layer;
+  ctx.act_dtype = config_.params_dtype;
   return ctx;
 }
 
@@ -105,17 +149,27 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   backend_.copy_from_host(dlosses_.data, dlosses.data(), dlosses_.bytes());
 
   const GptTensors w = params_->values();
+  const DType dtype = config_.params_dtype;
   const TensorView emb = scratch_.dense;  // [N, h] transient
-  embedding_fwd(emb.reshape({s_, b_, config_.hidden_size}), tokens_, TensorView(), w.word_embeddings,
-                w.position_embeddings);
-  dropout_fwd(x0_, emb_drop_mask_, emb, dropout_ ? config_.hidden_dropout : 0.0f,
+  embedding_fwd(emb.reshape({s_, b_, config_.hidden_size}), tokens_, TensorView(),
+                as_f32(w.word_embeddings, vocab_w32_), as_f32(w.position_embeddings, pos_w32_));
+  round_to_dtype(emb, dtype);
+  TensorView x = mixed() ? x32_[0] : x0_;
+  dropout_fwd(x, emb_drop_mask_, emb, dropout_ ? config_.hidden_dropout : 0.0f,
               dropout_stream(seed_, round_, -1, "embedding"), 0);
-  TensorView x = x0_;
+  round_to_dtype(x, dtype);
+  if (mixed()) cast(x0_, x);
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    transformer_layer_fwd(layer_context(i), w.layers[i], x, layers_[i], scratch_);
-    x = layers_[i].out;
+    LayerActivations act = layer_activations_f32(i, false);
+    if (mixed()) act.out = x32_[(i + 1) % 2];  // ping-pong: the input stays valid
+    transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_);
+    if (mixed())
+      for (auto m : kStoredActivations) cast(layers_[i].*m, act.*m);
+    x = act.out;
   }
-  norm_fwd(config_, final_out_, final_mean_, final_rstd_, x, w.final_norm_weight, w.final_norm_bias);
+  norm_fwd(config_, final_out_, final_mean_, final_rstd_, x, as_f32(w.final_norm_weight, final_w32_),
+           as_f32(w.final_norm_bias, final_b32_));
+  round_to_dtype(final_out_, dtype);
   output_head_fwd(grad_scale_);
 
   std::vector<float> losses(static_cast<size_t>(N));
@@ -128,19 +182,23 @@ void GptModel::output_head_fwd(float grad_scale) {
   const int64_t N = s_ * b_;
   const GptTensors w = params_->values();
   const GptTensors g = params_->grads();
+  const TensorView output_weight = as_f32(w.output_weight, vocab_w32_);
   if (grad_scale != 0.0f) zero(dfinal_);
   for (int64_t r0 = 0; r0 < N; r0 += head_chunk_) {
     const int64_t rows = std::min(head_chunk_, N - r0);
     const TensorView x = final_out_.rows(r0, rows), logits = logits_chunk_.rows(0, rows);
     const TensorView labels = labels_.rows(r0, rows), lse = lse_.rows(0, rows);
-    linear_fwd(logits, x, w.output_weight, TensorView());
+    linear_fwd(logits, x, output_weight, TensorView());
+    round_to_dtype(logits, config_.params_dtype);  // Megatron's logits are 16-bit; the loss is f32
     cross_entropy_fwd(losses_.rows(r0, rows), lse, logits, labels);
     if (grad_scale == 0.0f) continue;
     // The loss is the end of the graph, so its gradient is known now: turn the logits into
     // dlogits in place and push them through the output layer before the next chunk reuses them.
     cross_entropy_bwd(logits, dlosses_.rows(r0, rows), logits, lse, labels);
-    linear_bwd(dfinal_.rows(r0, rows), g.output_weight, TensorView(), logits, x, w.output_weight);
+    round_to_dtype(logits, config_.params_dtype);
+    linear_bwd(dfinal_.rows(r0, rows), g.output_weight, TensorView(), logits, x, output_weight);
   }
+  round_to_dtype(dfinal_, config_.params_dtype);
 }
 
 void GptModel::backward() {
@@ -149,15 +207,18 @@ void GptModel::backward() {
   const GptTensors g = params_->grads();
   zero(dx_);
   const TensorView last = config_.num_layers > 0 ? layers_.back().out : x0_;
-  norm_bwd(config_, dx_, g.final_norm_weight, g.final_norm_bias, dfinal_, last, w.final_norm_weight, final_mean_,
-           final_rstd_);
+  norm_bwd(config_, dx_, g.final_norm_weight, g.final_norm_bias, dfinal_, as_f32(last, x32_[1]),
+           as_f32(w.final_norm_weight, final_w32_), final_mean_, final_rstd_);
+  round_to_dtype(dx_, config_.params_dtype);
   for (int64_t i = config_.num_layers - 1; i >= 0; --i) {
-    const TensorView x = i == 0 ? x0_ : layers_[i - 1].out;
-    transformer_layer_bwd(layer_context(i), w.layers[i], g.layers[i], x, layers_[i], scratch_, dx_);
+    const TensorView x = as_f32(i == 0 ? x0_ : layers_[i - 1].out, x32_[0]);
+    transformer_layer_bwd(layer_context(i), layer_weights_f32(w, i), g.layers[i], x, layer_activations_f32(i, true),
+                          scratch_, dx_);
   }
   const TensorView demb = scratch_.dense;
   zero(demb);
   dropout_bwd(demb, dx_, emb_drop_mask_, dropout_ ? config_.hidden_dropout : 0.0f);
+  round_to_dtype(demb, config_.params_dtype);
   embedding_bwd(g.word_embeddings, g.position_embeddings, demb.reshape({s_, b_, config_.hidden_size}), tokens_,
                 TensorView());
   grad_scale_ = 0.0f;  // one backward per forward

@@ -67,6 +67,14 @@ class GptModel {
  private:
   void carve(Arena& activations, Arena& workspace, int threads);
   LayerContext layer_context(int64_t layer) const;
+  bool mixed() const { return config_.params_dtype != DType::f32; }
+  // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
+  LayerTensors layer_weights_f32(const GptTensors& w, int64_t i);
+  // f32 views of layer i's saved activations: the tensors themselves, or (16-bit) staging views
+  // filled from them when `load` is set.
+  LayerActivations layer_activations_f32(int64_t i, bool load);
+  // f32 view of a tensor: itself, or `staging` filled from it.
+  TensorView as_f32(const TensorView& t, const TensorView& staging);
   // Final norm output -> logits -> cross entropy, in chunks of rows; when training also the
   // gradients of the output weight and of the final norm output (into dfinal_).
   void output_head_fwd(float grad_scale);
@@ -102,6 +110,12 @@ class GptModel {
   TensorView dlosses_;        // [N] grad_scale · mask
   TensorView dx_;             // [N, h] running residual gradient
   TensorView rope_cos_, rope_sin_;  // [max_pos, d/2] (RoPE only)
+  // f32 staging under --bf16/--fp16 (empty otherwise): one layer's weights and activations,
+  // the vocabulary-sized embedding/output weight, and layer inputs/outputs (ping-pong).
+  LayerTensors layer_w32_;
+  LayerActivations layer_act32_;
+  TensorView vocab_w32_, pos_w32_, final_w32_, final_b32_;
+  TensorView x32_[2];         // [N, h]
 };
 
 }  // namespace mt

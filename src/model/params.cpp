@@ -54,13 +54,16 @@ bool is_decayed(const ParamSpec& spec) {
 ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker)
     : config_(config), backend_(backend) {
   const std::vector<ParamSpec> specs = param_specs(config_);
-  Arena measure(MemCategory::weights);
-  for (const ParamSpec& s : specs) measure.alloc(DType::f32, s.shape);
-  value_arena_ = std::make_unique<Arena>(backend, MemCategory::weights, measure.used(), tracker);
-  grad_arena_ = std::make_unique<Arena>(backend, MemCategory::grads, measure.used(), tracker);
+  Arena measure_values(MemCategory::weights), measure_grads(MemCategory::grads);
   for (const ParamSpec& s : specs) {
-    params_.push_back({s.name, value_arena_->alloc(DType::f32, s.shape), grad_arena_->alloc(DType::f32, s.shape),
-                       s.init, is_decayed(s)});
+    measure_values.alloc(config_.params_dtype, s.shape);
+    measure_grads.alloc(DType::f32, s.shape);
+  }
+  value_arena_ = std::make_unique<Arena>(backend, MemCategory::weights, measure_values.used(), tracker);
+  grad_arena_ = std::make_unique<Arena>(backend, MemCategory::grads, measure_grads.used(), tracker);
+  for (const ParamSpec& s : specs) {
+    params_.push_back({s.name, value_arena_->alloc(config_.params_dtype, s.shape),
+                       grad_arena_->alloc(DType::f32, s.shape), s.init, is_decayed(s)});
   }
   value_arena_->zero_used();
   grad_arena_->zero_used();
@@ -70,6 +73,7 @@ void ParamStore::init(uint64_t seed) {
   const double sigma = config_.init_method_std;
   const double scaled_sigma = sigma / std::sqrt(2.0 * static_cast<double>(config_.num_layers));
   std::vector<float> host;
+  std::vector<uint16_t> host16;
   for (Param& p : params_) {
     host.resize(static_cast<size_t>(p.value.numel()));
     const RngStream rng{seed, stream_id(p.name)};
@@ -82,7 +86,14 @@ void ParamStore::init(uint64_t seed) {
         case InitKind::zeros: host[i] = 0.0f; break;
       }
     }
-    backend_.copy_from_host(p.value.data, host.data(), p.value.bytes());
+    if (p.value.dtype == DType::f32) {
+      backend_.copy_from_host(p.value.data, host.data(), p.value.bytes());
+      continue;
+    }
+    host16.resize(host.size());
+    for (size_t i = 0; i < host.size(); ++i)
+      host16[i] = p.value.dtype == DType::bf16 ? f32_to_bf16(host[i]) : f32_to_f16(host[i]);
+    backend_.copy_from_host(p.value.data, host16.data(), p.value.bytes());
   }
 }
 

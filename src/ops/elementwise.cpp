@@ -91,6 +91,19 @@ void cast(const TensorView& dst, const TensorView& src) {
   no_kernel(op);
 }
 
+void round_to_dtype(const TensorView& t, DType dtype) {
+  const char* op = "round_to_dtype";
+  check_dtype(t, DType::f32, op, "t");
+  MT_CHECK(is_float_type(dtype)) << op << ": cannot round to " << dtype_name(dtype);
+  if (dtype == DType::f32 || t.numel() == 0) return;
+  check_not_empty(t, op, "t");
+  switch (t.device) {
+    case Device::cpu: return cpu::round_to_dtype(t, dtype);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
 double sum_squares(const TensorView& t) {
   const char* op = "sum_squares";
   MT_CHECK(is_float_type(t.dtype)) << op << ": t is " << t.str() << "; expected f32, bf16 or f16";

@@ -11,6 +11,9 @@ void scale_inplace(const TensorView& t, float factor);                          
 void copy_tensor(const TensorView& dst, const TensorView& src);                  // same dtype
 // dst = src converted between f32, bf16 and f16 (16-bit rounding: nearest even).
 void cast(const TensorView& dst, const TensorView& src);
+// t (f32) rounded in place to the nearest value of `dtype` (bf16 / f16: nearest even; f32: no-op).
+// This is how a 16-bit tensor's numerics are reproduced while computing in f32.
+void round_to_dtype(const TensorView& t, DType dtype);
 // Σ t[i]² in double (for the global gradient norm).
 double sum_squares(const TensorView& t);
 

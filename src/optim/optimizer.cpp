@@ -21,22 +21,34 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 }
 
 AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker) : params_(params) {
+  auto carve = [&](Arena& arena) {
+    m_.clear();
+    v_.clear();
+    main_.clear();
+    for (const Param& p : params_) {
+      m_.push_back(arena.alloc(DType::f32, p.value.shape));
+      v_.push_back(arena.alloc(DType::f32, p.value.shape));
+      main_.push_back(p.value.dtype == DType::f32 ? p.value : arena.alloc(DType::f32, p.value.shape));
+    }
+  };
   Arena measure(MemCategory::optimizer);
-  for (const Param& p : params_) {
-    measure.alloc(DType::f32, p.value.shape);
-    measure.alloc(DType::f32, p.value.shape);
-  }
+  carve(measure);
   state_ = std::make_unique<Arena>(backend, MemCategory::optimizer, measure.used(), tracker);
-  for (const Param& p : params_) {
-    m_.push_back(state_->alloc(DType::f32, p.value.shape));
-    v_.push_back(state_->alloc(DType::f32, p.value.shape));
-  }
+  carve(*state_);
   state_->zero_used();
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (main_[i].data != params_[i].value.data) cast(main_[i], params_[i].value);
 }
 
-AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay) {
+AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale) {
   StepResult result;
+  if (loss_scale != 1.0f)
+    for (const Param& p : params_) scale_inplace(p.grad, 1.0f / loss_scale);
   result.grad_norm = grad_norm(params_);
+  if (!std::isfinite(result.grad_norm)) {
+    result.found_inf = true;
+    return result;
+  }
   clip_grads(params_, result.grad_norm, config.clip_grad);
   ++step_;
   AdamWParams hp;
@@ -47,7 +59,8 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   hp.step = step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     hp.weight_decay = params_[i].weight_decay ? weight_decay : 0.0f;
-    adamw_update(params_[i].value, params_[i].grad, m_[i], v_[i], hp);
+    adamw_update(main_[i], params_[i].grad, m_[i], v_[i], hp);
+    if (main_[i].data != params_[i].value.data) cast(params_[i].value, main_[i]);
   }
   return result;
 }

@@ -1,6 +1,7 @@
-// Owns the optimizer state and step for the parameters of a ParamStore: fp32 Adam moments in one
-// arena (category "optimizer"), the global gradient L2 norm, Megatron's clipping, and AdamW with
-// Megatron's weight-decay exclusions (biases and 1-D parameters are not decayed).
+// Owns the optimizer state and step for the parameters of a ParamStore: fp32 Adam moments and, for
+// 16-bit parameters, fp32 main parameters in one arena (category "optimizer"); the global gradient
+// L2 norm, Megatron's clipping, and AdamW with Megatron's weight-decay exclusions (biases and 1-D
+// parameters are not decayed). Gradients are always f32.
 #pragma once
 
 #include <memory>
@@ -33,11 +34,14 @@ class AdamW {
   AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker);
 
   struct StepResult {
-    double grad_norm = 0.0;  // before clipping
+    double grad_norm = 0.0;  // of the unscaled gradients, before clipping
+    bool found_inf = false;  // a gradient was inf/NaN: nothing was updated
   };
-  // One step: global norm, clip, AdamW update of every parameter at learning rate `lr` and
-  // weight decay `weight_decay` (the schedules decide both).
-  StepResult step(const OptimizerConfig& config, float lr, float weight_decay);
+  // One step: unscale the gradients by 1/loss_scale, global norm (a non-finite norm skips the
+  // step, as Megatron's found_inf does), clip, AdamW update of the f32 main parameters at
+  // learning rate `lr` and weight decay `weight_decay` (the schedules decide both), and copy them
+  // into the 16-bit model parameters.
+  StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
   int64_t steps() const { return step_; }
   size_t state_bytes() const { return state_->requested(); }
@@ -46,6 +50,7 @@ class AdamW {
   std::vector<Param>& params_;
   std::unique_ptr<Arena> state_;
   std::vector<TensorView> m_, v_;
+  std::vector<TensorView> main_;  // f32 master copies (the parameters themselves when f32)
   int64_t step_ = 0;
 };
 

@@ -211,3 +211,25 @@ TEST(ExpF32, MatchesStdExp) {
 
 }  // namespace
 }  // namespace mt::test
+
+namespace mt {
+namespace {
+
+TEST(RoundToDtype, MatchesACastRoundTrip) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
+    test::HostTensor x = test::randn({1001}, 77, 3.0f);
+    test::HostTensor half(dtype, {1001}), back = test::zeros({1001});
+    cast(half.view(), x.view());
+    cast(back.view(), half.view());
+    round_to_dtype(x.view(), dtype);
+    for (int64_t i = 0; i < 1001; ++i) ASSERT_EQ(x.f32()[i], back.f32()[i]) << dtype_name(dtype) << " at " << i;
+  }
+  test::HostTensor y = test::randn({7}, 1);
+  const float before = y.f32()[3];
+  round_to_dtype(y.view(), DType::f32);
+  EXPECT_EQ(y.f32()[3], before);
+  EXPECT_THROW(round_to_dtype(y.view(), DType::i32), Error);
+}
+
+}  // namespace
+}  // namespace mt

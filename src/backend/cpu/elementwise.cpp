@@ -100,6 +100,18 @@ void cast(const TensorView& dst, const TensorView& src) {
   }
 }
 
+void round_to_dtype(const TensorView& t, DType dtype) {
+  float* x = t.f32();
+  const int64_t n = t.numel();
+  if (dtype == DType::bf16) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  } else {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) x[i] = f16_to_f32(f32_to_f16(x[i]));
+  }
+}
+
 double sum_squares(const TensorView& t) {
   // A partition that depends only on numel (never on the thread count), partial sums combined in
   // chunk order: the same bits on every run and every OMP_NUM_THREADS.

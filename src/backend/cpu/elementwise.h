@@ -51,6 +51,7 @@ void accumulate(const TensorView& dst, const TensorView& src);
 void scale_inplace(const TensorView& t, float factor);
 void copy_tensor(const TensorView& dst, const TensorView& src);
 void cast(const TensorView& dst, const TensorView& src);
+void round_to_dtype(const TensorView& t, DType dtype);
 double sum_squares(const TensorView& t);
 
 }  // namespace mt::cpu

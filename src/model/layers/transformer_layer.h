@@ -14,6 +14,8 @@
 namespace mt {
 
 // N = s·b token rows; shapes in [rows, features] unless stated.  Saved between forward and backward.
+// The tensors listed in kStoredActivations take the activation dtype (16-bit under --bf16/--fp16);
+// norm statistics, lse, probabilities and masks stay f32/u8 as in Megatron.
 struct LayerActivations {
   TensorView norm1_out;       // [N, h]
   TensorView norm1_mean;      // [N]  (LayerNorm only)
@@ -35,6 +37,13 @@ struct LayerActivations {
   TensorView out;             // [N, h]  the layer output (next layer's input)
 };
 
+// The activation-dtype members of LayerActivations.
+inline constexpr TensorView LayerActivations::*kStoredActivations[] = {
+    &LayerActivations::norm1_out, &LayerActivations::q,         &LayerActivations::k,
+    &LayerActivations::v,         &LayerActivations::context,   &LayerActivations::residual1,
+    &LayerActivations::norm2_out, &LayerActivations::fc1_out,   &LayerActivations::act_out,
+    &LayerActivations::out};
+
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).
 struct LayerScratch {
   TensorView qkv;        // [N, (n + 2g)·d]   forward: linear_qkv output; backward: dqkv
@@ -51,8 +60,9 @@ struct LayerShape {
   int64_t s = 0, b = 0;
 };
 
-// Carves one layer's saved activations out of `arena` (a measuring arena gives the size).
-LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape);
+// Carves one layer's saved activations out of `arena` (a measuring arena gives the size); the
+// kStoredActivations members in `dtype`, the rest f32/u8.
+LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype);
 LayerScratch alloc_layer_scratch(Arena& arena, const ModelConfig& c, LayerShape shape, int threads);
 
 // Everything a layer needs besides its weights and buffers.
@@ -63,9 +73,12 @@ struct LayerContext {
   uint64_t seed = 0;              // dropout seed
   uint64_t dropout_round = 0;     // advances every micro-batch so masks differ between them
   bool dropout = true;            // false in evaluation
+  DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
 };
 
+// All tensors f32 (the caller stages 16-bit weights and activations); each activation the
+// forward produces is rounded to ctx.act_dtype right away, so later ops see the stored values.
 // x: [N, h] layer input (kept by the caller: it is the previous layer's output).
 void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const TensorView& x,
                            LayerActivations& act, const LayerScratch& scratch);
