@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "base/error.h"
@@ -49,8 +50,26 @@ void ModelConfig::finalize(int64_t tp) {
   MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
       << "--attention-dropout must be in [0, 1), got " << attention_dropout;
   MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
+  if (recompute_granularity == RecomputeGranularity::selective) attention_impl = AttentionImpl::flash;
+  if (recompute_granularity == RecomputeGranularity::full) {
+    MT_CHECK(recompute_num_layers >= 1) << "--recompute-num-layers must be at least 1, got " << recompute_num_layers;
+    MT_CHECK(recompute_method == RecomputeMethod::uniform || recompute_num_layers <= num_layers)
+        << "--recompute-num-layers " << recompute_num_layers << " exceeds --num-layers " << num_layers
+        << " with --recompute-method block";
+  }
   MT_CHECK(params_dtype == DType::f32 || params_dtype == DType::bf16 || params_dtype == DType::f16)
       << "parameters can be f32, bf16 (--bf16) or f16 (--fp16), not " << dtype_name(params_dtype);
+}
+
+int64_t ModelConfig::recompute_group_first(int64_t layer) const {
+  if (recompute_granularity != RecomputeGranularity::full) return -1;
+  if (recompute_method == RecomputeMethod::block) return layer < recompute_num_layers ? layer : -1;
+  return layer / recompute_num_layers * recompute_num_layers;
+}
+
+int64_t ModelConfig::recompute_group_size(int64_t first) const {
+  if (recompute_method == RecomputeMethod::block) return 1;
+  return std::min(recompute_num_layers, num_layers - first);
 }
 
 int64_t ModelConfig::padded_vocab_size(int64_t tp) const {

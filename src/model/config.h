@@ -17,6 +17,12 @@ enum class Activation { gelu, gelu_tanh, swiglu };
 // flash: online softmax, keeps no [s, s] tensor; unfused: Megatron's local attention that stores
 // the probabilities (--attention-backend flash | unfused).
 enum class AttentionImpl { flash, unfused };
+// Megatron's activation recomputation (--recompute-granularity, --recompute-method):
+// selective recomputes the attention core (probabilities) in the backward, which the flash path
+// always does; full keeps only the inputs of the chosen layers and reruns their forward.
+enum class RecomputeGranularity { none, selective, full };
+// uniform: all layers, in groups of recompute_num_layers; block: the first recompute_num_layers.
+enum class RecomputeMethod { uniform, block };
 
 struct ModelConfig {
   int64_t num_layers = 2;               // --num-layers
@@ -44,6 +50,9 @@ struct ModelConfig {
   // every stored value rounded as the 16-bit format rounds it); gradients and the optimizer's
   // main parameters stay f32.
   DType params_dtype = DType::f32;
+  RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;
+  int64_t recompute_num_layers = 1;     // --recompute-num-layers
 
   // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
   void finalize(int64_t tensor_parallel_size = 1);
@@ -54,6 +63,10 @@ struct ModelConfig {
   int64_t attention_size() const { return num_attention_heads * kv_channels; }
   int64_t fc1_size() const { return activation == Activation::swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }
   bool has_position_table() const { return position_embedding_type == PositionEmbedding::learned_absolute; }
+  // Full recomputation: the first layer of the group that layer i is recomputed with, or -1 when
+  // layer i keeps its activations. Groups are [first, first + recompute_group_size(first)).
+  int64_t recompute_group_first(int64_t layer) const;
+  int64_t recompute_group_size(int64_t first) const;
 
   std::string summary() const;
 };

@@ -50,9 +50,22 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   const DType dtype = config_.params_dtype;
   emb_drop_mask_ = act.alloc(DType::u8, {N, h});
   x0_ = act.alloc(dtype, {N, h});
+  // Layers under full recomputation keep only their output; their other activations live in a
+  // pool with one slot per layer of a recompute group, refilled by the backward.
+  std::vector<LayerActivations> pool;
   layers_.clear();
-  for (int64_t i = 0; i < config_.num_layers; ++i)
-    layers_.push_back(alloc_layer_activations(act, config_, shape, dtype));
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    const int64_t first = config_.recompute_group_first(i);
+    if (first < 0) {
+      layers_.push_back(alloc_layer_activations(act, config_, shape, dtype));
+      continue;
+    }
+    while (static_cast<int64_t>(pool.size()) <= i - first)
+      pool.push_back(alloc_layer_activations(act, config_, shape, dtype));
+    LayerActivations layer = pool[i - first];
+    layer.out = act.alloc(dtype, {N, h});
+    layers_.push_back(layer);
+  }
   if (config_.normalization == Normalization::layernorm) final_mean_ = act.alloc(DType::f32, {N});
   final_rstd_ = act.alloc(DType::f32, {N});
   dfinal_ = act.alloc(DType::f32, {N, h});
@@ -92,6 +105,15 @@ LayerTensors GptModel::layer_weights_f32(const GptTensors& w, int64_t i) {
   LayerTensors out;
   for (auto m : kLayerWeights) out.*m = as_f32(w.layers[i].*m, layer_w32_.*m);
   return out;
+}
+
+TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView& x) {
+  LayerActivations act = layer_activations_f32(i, false);
+  if (mixed()) act.out = x32_[(i + 1) % 2];  // ping-pong with the input, which stays valid
+  transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_);
+  if (mixed())
+    for (auto m : kStoredActivations) cast(layers_[i].*m, act.*m);
+  return act.out;
 }
 
 LayerActivations GptModel::layer_activations_f32(int64_t i, bool load) {
@@ -159,14 +181,7 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
               dropout_stream(seed_, round_, -1, "embedding"), 0);
   round_to_dtype(x, dtype);
   if (mixed()) cast(x0_, x);
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    LayerActivations act = layer_activations_f32(i, false);
-    if (mixed()) act.out = x32_[(i + 1) % 2];  // ping-pong: the input stays valid
-    transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_);
-    if (mixed())
-      for (auto m : kStoredActivations) cast(layers_[i].*m, act.*m);
-    x = act.out;
-  }
+  for (int64_t i = 0; i < config_.num_layers; ++i) x = layer_fwd(w, i, x);
   norm_fwd(config_, final_out_, final_mean_, final_rstd_, x, as_f32(w.final_norm_weight, final_w32_),
            as_f32(w.final_norm_bias, final_b32_));
   round_to_dtype(final_out_, dtype);
@@ -210,8 +225,15 @@ void GptModel::backward() {
   norm_bwd(config_, dx_, g.final_norm_weight, g.final_norm_bias, dfinal_, as_f32(last, x32_[1]),
            as_f32(w.final_norm_weight, final_w32_), final_mean_, final_rstd_);
   round_to_dtype(dx_, config_.params_dtype);
+  auto input = [&](int64_t i, const TensorView& staging) { return as_f32(i == 0 ? x0_ : layers_[i - 1].out, staging); };
   for (int64_t i = config_.num_layers - 1; i >= 0; --i) {
-    const TensorView x = as_f32(i == 0 ? x0_ : layers_[i - 1].out, x32_[0]);
+    const int64_t first = config_.recompute_group_first(i);
+    if (first >= 0 && i == first + config_.recompute_group_size(first) - 1) {
+      // Rerun the group's forward from its saved input: same weights, same dropout masks.
+      TensorView x = input(first, x32_[first % 2]);
+      for (int64_t j = first; j <= i; ++j) x = layer_fwd(w, j, x);
+    }
+    const TensorView x = input(i, x32_[0]);
     transformer_layer_bwd(layer_context(i), layer_weights_f32(w, i), g.layers[i], x, layer_activations_f32(i, true),
                           scratch_, dx_);
   }

@@ -68,6 +68,8 @@ class GptModel {
   void carve(Arena& activations, Arena& workspace, int threads);
   LayerContext layer_context(int64_t layer) const;
   bool mixed() const { return config_.params_dtype != DType::f32; }
+  // Layer i's forward from its f32 input; stores its activations and returns its f32 output.
+  TensorView layer_fwd(const GptTensors& w, int64_t i, const TensorView& x);
   // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
   LayerTensors layer_weights_f32(const GptTensors& w, int64_t i);
   // f32 views of layer i's saved activations: the tensors themselves, or (16-bit) staging views

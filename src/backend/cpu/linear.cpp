@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 namespace mt::cpu {
 
 void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& weight, const TensorView& bias) {
@@ -28,12 +30,20 @@ void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorV
                 in);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o, in, n, 1.0f, dy, o, inp.f32(), in, 1.0f, dweight.f32(), in);
   if (!dbias.empty()) {
+    // Column blocks, rows walked in order inside each: contiguous reads, one thread per column,
+    // the same sum on every run.
+    constexpr int kBlock = 256;
     float* db = dbias.f32();
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < o; ++c) {
-      double acc = 0.0;
-      for (int r = 0; r < n; ++r) acc += dy[static_cast<size_t>(r) * o + c];
-      db[c] += static_cast<float>(acc);
+    for (int c0 = 0; c0 < o; c0 += kBlock) {
+      const int width = std::min(kBlock, o - c0);
+      double acc[kBlock] = {};
+      for (int r = 0; r < n; ++r) {
+        const float* row = dy + static_cast<size_t>(r) * o + c0;
+#pragma omp simd
+        for (int c = 0; c < width; ++c) acc[c] += row[c];
+      }
+      for (int c = 0; c < width; ++c) db[c0 + c] += static_cast<float>(acc[c]);
     }
   }
 }
