@@ -1,9 +1,14 @@
-// `megatron train`: maps the option table onto ModelConfig and TrainConfig and runs the trainer.
+// `megatron train`: maps the option table onto ModelConfig and TrainConfig, checks the data flags
+// and runs the trainer, printing what Megatron's pretrain_gpt.py prints on its logging rank.
+#include <unistd.h>
+
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/options.h"
+#include "data/gpt_dataset.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -37,28 +42,80 @@ ModelConfig model_config(const Options& o) {
   c.hidden_dropout = static_cast<float>(o.real("--hidden-dropout"));
   c.attention_dropout = static_cast<float>(o.real("--attention-dropout"));
   c.init_method_std = static_cast<float>(o.real("--init-method-std"));
-  MT_CHECK(o.has("--vocab-size")) << "pass --vocab-size (synthetic data needs the vocabulary size)";
-  c.vocab_size = o.integer("--vocab-size");
+  if (o.has("--vocab-size")) c.vocab_size = o.integer("--vocab-size");
   c.make_vocab_size_divisible_by = o.integer("--make-vocab-size-divisible-by");
   c.untie_embeddings_and_output_weights = o.flag("--untie-embeddings-and-output-weights");
   c.attention_impl = o.text("--attention-backend") == "unfused" ? AttentionImpl::unfused : AttentionImpl::flash;
   return c;
 }
 
+std::optional<int64_t> optional_integer(const Options& o, const char* name) {
+  if (!o.has(name)) return std::nullopt;
+  return o.integer(name);
+}
+
+std::optional<double> optional_real(const Options& o, const char* name) {
+  if (!o.has(name)) return std::nullopt;
+  return o.real(name);
+}
+
 TrainConfig train_config(const Options& o) {
   TrainConfig t;
+  MT_CHECK(o.has("--micro-batch-size")) << "pass --micro-batch-size (sequences per micro-batch)";
   t.micro_batch_size = o.integer("--micro-batch-size");
   if (o.has("--global-batch-size")) t.global_batch_size = o.integer("--global-batch-size");
-  t.train_iters = o.integer("--train-iters");
+  t.train_iters = optional_integer(o, "--train-iters");
+  t.train_samples = optional_integer(o, "--train-samples");
   t.log_interval = o.integer("--log-interval");
+  t.eval_interval = optional_integer(o, "--eval-interval");
+  t.eval_iters = o.integer("--eval-iters");
+  t.exit_interval = optional_integer(o, "--exit-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
-  t.optimizer.lr = static_cast<float>(o.real("--lr"));
-  t.optimizer.weight_decay = static_cast<float>(o.real("--weight-decay"));
+  t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
+  t.eod_mask_loss = o.flag("--eod-mask-loss");
   t.optimizer.adam_beta1 = static_cast<float>(o.real("--adam-beta1"));
   t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
   t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
+
+  // Megatron has no default learning rate (its scheduler asserts on None).
+  MT_CHECK(o.has("--lr")) << "pass --lr (the peak learning rate)";
+  LrScheduleFlags& f = t.schedule;
+  f.lr = o.real("--lr");
+  f.min_lr = o.real("--min-lr");
+  f.lr_warmup_init = o.real("--lr-warmup-init");
+  f.lr_decay_style = o.text("--lr-decay-style");
+  f.lr_wsd_decay_style = o.text("--lr-wsd-decay-style");
+  f.lr_decay_iters = optional_integer(o, "--lr-decay-iters");
+  f.lr_warmup_iters = o.integer("--lr-warmup-iters");
+  f.lr_wsd_decay_iters = optional_integer(o, "--lr-wsd-decay-iters");
+  f.lr_decay_samples = optional_integer(o, "--lr-decay-samples");
+  f.lr_warmup_samples = o.integer("--lr-warmup-samples");
+  f.lr_wsd_decay_samples = optional_integer(o, "--lr-wsd-decay-samples");
+  f.lr_warmup_fraction = optional_real(o, "--lr-warmup-fraction");
+  f.weight_decay = o.real("--weight-decay");
+  f.start_weight_decay = optional_real(o, "--start-weight-decay");
+  f.end_weight_decay = optional_real(o, "--end-weight-decay");
+  f.weight_decay_incr_style = o.text("--weight-decay-incr-style");
   return t;
+}
+
+// The data flags. Only --mock-data with the NullTokenizer exists so far; everything else names
+// the issue that brings it.
+void check_data_options(const Options& o) {
+  if (o.has("--tokenizer-type")) {
+    const std::string& type = o.text("--tokenizer-type");
+    MT_CHECK(type == "NullTokenizer")
+        << "--tokenizer-type " << type << " is not supported yet: tokenizers arrive with issue 4 (data pipeline); "
+        << "use --tokenizer-type NullTokenizer --vocab-size V";
+  }
+  MT_CHECK(o.has("--vocab-size")) << "--tokenizer-type NullTokenizer needs --vocab-size (token ids are 0..V-1, EOD = V-1)";
+  MT_CHECK(o.flag("--mock-data"))
+      << "no training data: pass --mock-data (reading --data-path .bin/.idx files arrives with issue 4, data pipeline)";
+  if (o.has("--split")) {
+    // Validates the string the way Megatron parses it, even though mock data ignores it.
+    (void)parse_and_normalize_split(o.text("--split"));
+  }
 }
 
 }  // namespace
@@ -74,16 +131,22 @@ int cmd_train(const std::vector<std::string>& args) {
     std::fputs(options.to_yaml().c_str(), stdout);
     return 0;
   }
+  check_data_options(options);
   const ModelConfig model = model_config(options);
-  const TrainConfig train = train_config(options);
+  TrainConfig train = train_config(options);
+  // The estimate of the time left is for people watching a terminal, never for pipes and CI logs.
+  train.show_progress = isatty(STDOUT_FILENO) == 1;
+  const auto print = [](const std::string& line) {
+    std::puts(line.c_str());
+    std::fflush(stdout);
+  };
+  if (options.has("--split") && options.text("--split") != "1,1,1")
+    print("note: --split " + options.text("--split") + " is ignored: mock data always uses the split 1,1,1 (as Megatron)");
   Trainer trainer(model, train);
   std::printf("model: %s\nparameters: %lld\n", trainer.model().config().summary().c_str(),
               static_cast<long long>(trainer.model().params().numel()));
   std::fflush(stdout);
-  trainer.run([](const std::string& line) {
-    std::puts(line.c_str());
-    std::fflush(stdout);
-  });
+  trainer.run(print);
   return 0;
 }
 

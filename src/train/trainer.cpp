@@ -1,88 +1,242 @@
+// Owns the training loop (see trainer.h for the semantics it reproduces).
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <ctime>
 
 #include "train/flops.h"
-#include "train/synthetic_data.h"
 
 namespace mt {
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train) : model_config_(model), config_(train) {
-  model_config_.finalize();
-  if (config_.global_batch_size == 0) config_.global_batch_size = config_.micro_batch_size;
-  MT_CHECK(config_.micro_batch_size > 0) << "--micro-batch-size must be positive";
-  MT_CHECK(config_.global_batch_size % config_.micro_batch_size == 0)
-      << "--global-batch-size " << config_.global_batch_size << " is not a multiple of --micro-batch-size "
-      << config_.micro_batch_size << " x data-parallel size 1";
-  MT_CHECK(config_.train_iters > 0) << "--train-iters must be positive";
-  MT_CHECK(config_.log_interval > 0) << "--log-interval must be positive";
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+TrainConfig finalized(TrainConfig c) {
+  c.finalize();
+  return c;
+}
+
+ModelConfig finalized(ModelConfig c) {
+  c.finalize();
+  return c;
+}
+
+TrainData checked(TrainData data, const ModelConfig& model, const TrainConfig& train) {
+  MT_CHECK(data.train) << "no training data";
+  const std::array<int64_t, 3> sizes = train.dataset_sizes();
+  const SampleSource* splits[3] = {data.train.get(), data.valid.get(), data.test.get()};
+  for (int i = 0; i < 3; ++i) {
+    const char* name = split_name(static_cast<Split>(i));
+    if (i > 0 && train.eval_iters == 0) continue;  // no evaluation: the split is never read
+    MT_CHECK(splits[i]) << "no " << name << " data, but --eval-iters is " << train.eval_iters;
+    MT_CHECK(splits[i]->sequence_length() == model.seq_length)
+        << "the " << name << " samples hold " << splits[i]->sequence_length() << " tokens, but --seq-length is "
+        << model.seq_length;
+    MT_CHECK(splits[i]->size() >= sizes[i])
+        << "the " << name << " split has " << splits[i]->size() << " samples; the run needs " << sizes[i];
+  }
+  return data;
+}
+}  // namespace
+
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train)
+    : Trainer(model, train, [&] {
+        const ModelConfig m = finalized(model);
+        const TrainConfig t = finalized(train);
+        return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes());
+      }()) {}
+
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data)
+    : model_config_(finalized(model)),
+      config_(finalized(train)),
+      data_(checked(std::move(data), model_config_, config_)),
+      train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
+                     config_.data_parallel_size) {
+  if (config_.eval_iters > 0) {
+    valid_sampler_.emplace(data_.valid->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
+                           config_.data_parallel_size);
+    test_sampler_.emplace(data_.test->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
+                          config_.data_parallel_size);
+  }
   model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, cpu_backend(), &memory_);
   model_->set_seed(config_.seed);
   model_->params().init(config_.seed);
   optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_);
+  scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
+  buffers_.resize(static_cast<size_t>(config_.num_microbatches));
+  flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
 }
 
-std::vector<IterationStats> Trainer::run(const std::function<void(const std::string&)>& log) {
-  const int64_t b = config_.micro_batch_size, s = model_config_.seq_length;
-  const int64_t accumulation = config_.global_batch_size / b;
-  const SyntheticTokens data(model_config_.vocab_size, s, config_.seed);
-  const double flops = flops_per_iteration(model_config_, config_.global_batch_size);
-  std::vector<int32_t> tokens, labels;
-  std::vector<IterationStats> history;
-  int64_t consumed = 0;
-  for (int64_t it = 1; it <= config_.train_iters; ++it) {
-    const auto start = std::chrono::steady_clock::now();
-    model_->params().zero_grads();
-    double loss = 0.0;
-    for (int64_t mb = 0; mb < accumulation; ++mb) {
-      data.batch(consumed, b, tokens, labels);
-      const TensorView tok(tokens.data(), DType::i32, {b, s}), lab(labels.data(), DType::i32, {b, s});
-      // Megatron's reduction: each micro-batch's loss is its mean over tokens, and the
-      // micro-batch losses are averaged.
-      const double tokens_in_batch = static_cast<double>(b * s);
-      ForwardOptions fo;
-      fo.dropout_round = static_cast<uint64_t>(consumed);
-      fo.grad_scale = static_cast<float>(1.0 / (tokens_in_batch * static_cast<double>(accumulation)));
-      const LossSums sums = model_->forward({tok, lab, TensorView()}, fo);
-      loss += sums.loss_sum / sums.num_tokens / static_cast<double>(accumulation);
-      model_->backward();
-      consumed += b;
-    }
-    const auto step = optimizer_->step(config_.optimizer, config_.optimizer.lr, config_.optimizer.weight_decay);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+LossSums Trainer::forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options) {
+  return model_->forward(buffer.view(model_config_.seq_length), options);
+}
 
-    IterationStats stats;
-    stats.iteration = it;
-    stats.loss = loss;
-    stats.grad_norm = step.grad_norm;
-    stats.elapsed_ms = ms;
-    stats.tflops = flops / (ms * 1e-3) / 1e12;
-    stats.tokens_per_s = static_cast<double>(config_.global_batch_size * s) / (ms * 1e-3);
-    history.push_back(stats);
-    if (it % config_.log_interval == 0) log(format_log_line(stats, config_, config_.optimizer.lr));
-    if (it == 1) log("[after iteration 1] memory (peak bytes by category): " + memory_.report());
+ForwardBackwardResult Trainer::forward_backward() {
+  // Read every micro-batch first: the masks fix the per-token normaliser before any forward.
+  double local_tokens = 0.0;
+  for (MicroBatchBuffer& b : buffers_) {
+    b.fill(*data_.train, train_sampler_.next());
+    local_tokens += b.num_tokens;
   }
-  return history;
+  // Data parallelism: all-reduce (sum) local_tokens over dp here.
+  const double global_tokens = local_tokens;
+  const double m = static_cast<double>(config_.num_microbatches);
+  const double dp = static_cast<double>(config_.data_parallel_size);
+
+  model_->params().zero_grads();
+  ForwardBackwardResult result;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    MicroBatchBuffer& b = buffers_[i];
+    ForwardOptions fo;
+    // Distinct per micro-batch across iterations and dp ranks: the global index of its first sample.
+    fo.dropout_round = static_cast<uint64_t>(b.indices.front());
+    fo.dropout = true;
+    // fp16 loss scaling will multiply this by the loss scale.
+    fo.grad_scale = static_cast<float>(config_.calculate_per_token_loss ? 1.0 / std::max(global_tokens, 1.0)
+                                                                        : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp));
+    const LossSums sums = forward_micro_batch(b, fo);
+    // pretrain_gpt.py::loss_func with --check-for-nan-in-loss-and-grad (Megatron's default): fatal.
+    MT_CHECK(std::isfinite(sums.loss_sum))
+        << "found " << (std::isnan(sums.loss_sum) ? "NaN" : "Inf") << " in local forward loss calculation at iteration "
+        << iteration_ + 1 << " (micro-batch " << i << "): training diverged; lower --lr, lengthen the warmup "
+        << "(--lr-warmup-iters) or clip harder (--clip-grad)";
+    model_->backward();
+    result.loss_sum += sums.loss_sum;
+    result.num_tokens += sums.num_tokens;
+  }
+  // Data parallelism: the gradients and (for the report) loss_sum/num_tokens are summed over dp here.
+  return result;
 }
 
-std::string format_log_line(const IterationStats& st, const TrainConfig& c, float lr) {
-  char time_buf[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(time_buf, sizeof time_buf, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  char line[512];
-  std::snprintf(line, sizeof line,
-                " [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration (ms): %.1f | "
-                "throughput per GPU (TFLOP/s/GPU): %.3f | tokens per second: %.0f | learning rate: %.6E | "
-                "global batch size: %5lld | lm loss: %.6E | loss scale: 1.0 | grad norm: %.3f | "
-                "number of skipped iterations: %3d | number of nan iterations: %3d |",
-                time_buf, static_cast<long long>(st.iteration), static_cast<long long>(c.train_iters),
-                static_cast<long long>(st.iteration * c.global_batch_size), st.elapsed_ms, st.tflops,
-                st.tokens_per_s, static_cast<double>(lr), static_cast<long long>(c.global_batch_size), st.loss,
-                st.grad_norm, 0, std::isfinite(st.loss) ? 0 : 1);
-  return line;
+IterationStats Trainer::train_step() {
+  const auto start = Clock::now();
+  const ForwardBackwardResult fb = forward_backward();
+  const int64_t step_before = scheduler_->num_steps();
+  IterationStats st;
+  st.iteration = iteration_ + 1;
+  st.lr = scheduler_->lr(step_before);
+  st.weight_decay = scheduler_->weight_decay(step_before);
+  const AdamW::StepResult step = optimizer_->step(config_.optimizer, st.lr, st.weight_decay);
+  // Megatron checks the gradients before the step; the check is fatal either way, so testing
+  // the norm the step computed anyway costs no extra pass over the gradients.
+  MT_CHECK(std::isfinite(step.grad_norm))
+      << "found " << (std::isnan(step.grad_norm) ? "NaN" : "Inf") << " in the gradients at iteration " << st.iteration
+      << " (grad norm " << step.grad_norm << "): training diverged; lower --lr, lengthen the warmup "
+      << "(--lr-warmup-iters) or clip harder (--clip-grad)";
+  // Only a successful update advances the schedule, by the samples this iteration consumed.
+  // (fp32 never skips; fp16 loss scaling will set `skipped` when its scaler finds an overflow.)
+  st.skipped = false;
+  if (!st.skipped)
+    scheduler_->step(config_.num_microbatches * config_.micro_batch_size * config_.data_parallel_size);
+  ++iteration_;
+  consumed_train_samples_ += config_.global_batch_size;
+  st.consumed_samples = consumed_train_samples_;
+  st.loss = fb.loss_sum / std::max(fb.num_tokens, 1.0);
+  st.num_tokens = fb.num_tokens;
+  st.grad_norm = step.grad_norm;
+  st.logged_lr = scheduler_->current_lr();
+  st.elapsed_ms = ms_since(start);
+  return st;
+}
+
+double Trainer::evaluate(Split split) {
+  MT_CHECK(split != Split::train && config_.eval_iters > 0) << "evaluation needs the valid or test split and --eval-iters > 0";
+  PretrainingSampler& sampler = split == Split::valid ? *valid_sampler_ : *test_sampler_;
+  const SampleSource& source = *data_.split(split);
+  ForwardOptions fo;
+  fo.dropout = false;   // model.eval()
+  fo.grad_scale = 0.0f;  // torch.no_grad(): no backward follows
+  double loss_sum = 0.0, num_tokens = 0.0;
+  for (int64_t it = 0; it < config_.eval_iters; ++it)
+    for (int64_t mb = 0; mb < config_.num_microbatches; ++mb) {
+      MicroBatchBuffer& b = buffers_.front();
+      b.fill(source, sampler.next());
+      const LossSums sums = forward_micro_batch(b, fo);
+      loss_sum += sums.loss_sum;
+      num_tokens += sums.num_tokens;
+    }
+  // Data parallelism: loss_sum and num_tokens are summed over dp here.
+  return loss_sum / std::max(num_tokens, 1.0);
+}
+
+TrainResult Trainer::run(const LogFn& log) {
+  TrainResult result;
+  const std::array<int64_t, 3> sizes = config_.dataset_sizes();
+  log(" > datasets target sizes (minimum size):");
+  log("    train:      " + std::to_string(sizes[0]));
+  log("    validation: " + std::to_string(sizes[1]));
+  log("    test:       " + std::to_string(sizes[2]));
+  if (config_.train_samples) log("setting training iterations to " + std::to_string(config_.iterations));
+  log(format_datetime_line("before the start of training step"));
+
+  const auto run_start = Clock::now();
+  auto interval_start = Clock::now();
+  double interval_eval_ms = 0.0;  // evaluation time is not training time (Megatron stops the timer)
+  IntervalAccumulator interval;
+  const double world_size = static_cast<double>(config_.data_parallel_size);
+  const double tokens_per_iteration = static_cast<double>(config_.global_batch_size * model_config_.seq_length);
+
+  while (iteration_ < config_.iterations) {
+    const bool first = iteration_ == 0;
+    const IterationStats st = train_step();
+    result.iterations.push_back(st);
+    interval.add(st);
+    // Megatron prints after the first iteration too (to show start-up cost) but without
+    // resetting the interval, so the next line still averages from iteration 1.
+    if (st.iteration % config_.log_interval == 0 || first) {
+      const double per_iter_ms = (ms_since(interval_start) - interval_eval_ms) / static_cast<double>(interval.iterations());
+      LogLine line;
+      line.iteration = st.iteration;
+      line.train_iters = config_.iterations;
+      line.consumed_samples = st.consumed_samples;
+      line.elapsed_ms_per_iteration = per_iter_ms;
+      line.tflops_per_gpu = flops_per_iteration_ / (per_iter_ms * 1e-3 * 1e12 * world_size);
+      line.tokens_per_second = tokens_per_iteration / (per_iter_ms * 1e-3);
+      line.learning_rate = st.logged_lr;
+      line.global_batch_size = config_.global_batch_size;
+      line.lm_loss = interval.mean_loss();
+      line.loss_scale = 1.0f;  // fp32: no loss scaling
+      line.grad_norm = st.grad_norm;
+      line.skipped_iterations = interval.skipped();
+      line.nan_iterations = interval.nan();
+      log(format_log_line(line, timestamp_now()));
+      if (!first) {
+        interval.reset();
+        interval_start = Clock::now();
+        interval_eval_ms = 0.0;
+      }
+      if (first) log("[after iteration 1] memory (peak bytes by category): " + memory_.report());
+      if (config_.show_progress)
+        log(format_progress(st.iteration, config_.iterations, ms_since(run_start) * 1e-3));
+    }
+    if (config_.evaluate_after(st.iteration)) {
+      const auto eval_start = Clock::now();
+      const double loss = evaluate(Split::valid);
+      result.evaluations.push_back({st.iteration, Split::valid, loss, false});
+      log(format_validation_block("iteration " + std::to_string(st.iteration), loss));
+      interval_eval_ms += ms_since(eval_start);
+    }
+    if (config_.exit_after(st.iteration)) {
+      // Megatron leaves with sys.exit here, skipping the evaluations after training.
+      log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
+      result.exited = true;
+      return result;
+    }
+  }
+  log(format_datetime_line("after training is done"));
+  if (config_.eval_iters > 0) {
+    const std::string at = "iteration " + std::to_string(iteration_);
+    const double valid = evaluate(Split::valid);
+    result.evaluations.push_back({iteration_, Split::valid, valid, true});
+    log(format_validation_block(at + " on validation set", valid));
+    const double test = evaluate(Split::test);
+    result.evaluations.push_back({iteration_, Split::test, test, true});
+    log(format_validation_block(at + " on test set", test));
+  }
+  return result;
 }
 
 }  // namespace mt

@@ -1,55 +1,110 @@
-// Owns the training loop: micro-batches accumulated into a global batch, the optimizer step,
-// throughput and memory metrics, and Megatron's log line.  (The trainer issue grows this into
-// the full `pretrain_gpt.py` loop: schedules, mixed precision, evaluation, real data.)
+// Owns the training loop of Megatron-LM's pretrain_gpt.py (training.py::train, train_step,
+// evaluate): micro-batches read in Megatron's sampler order and accumulated into one global
+// batch with Megatron's loss normalisation, the optimizer step at the scheduler's learning rate
+// and weight decay, evaluation on the validation split every --eval-interval iterations and on
+// validation and test after training, --exit-interval, and the log line.
+//
+// Loss normalisation (schedules.py::forward_step_calc_loss, finalize_model_grads):
+//   default: micro-batch m contributes Σ mask·loss / max(Σ mask, 1) / num_microbatches, so the
+//     gradient is the mean over micro-batches of each micro-batch's per-token mean;
+//   --calculate-per-token-loss: the gradient is Σ over the global batch of mask·loss gradients
+//     divided by max(total Σ mask, 1). Megatron back-propagates the plain sums and divides the
+//     gradients after the backward; here the masks are read before any forward, so the total is
+//     known up front and goes into grad_scale: the same gradient up to fp32 rounding, with no
+//     extra pass over the gradients.
+//   Either way the reported lm loss is Σ loss / Σ mask over the global batch (train_step).
+// Data parallelism (not wired yet): rank r reads its slice of every global batch (the sampler);
+// grad_scale already carries the 1/dp of Megatron's averaging in the default mode, so the
+// gradient all-reduce is a plain sum in both modes, and the per-token total is all-reduced
+// before the first forward. The places that will talk to the communicator say so.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "model/gpt.h"
+#include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "train/metrics.h"
+#include "train/train_config.h"
+#include "train/train_data.h"
 
 namespace mt {
 
-struct TrainConfig {
-  int64_t micro_batch_size = 4;   // --micro-batch-size
-  int64_t global_batch_size = 0;  // --global-batch-size; 0 = micro batch (no accumulation)
-  int64_t train_iters = 20;       // --train-iters
-  int64_t log_interval = 1;       // --log-interval
-  uint64_t seed = 1234;           // --seed
-  OptimizerConfig optimizer;
+struct EvalRecord {
+  int64_t iteration = 0;  // training iterations done when it ran
+  Split split = Split::valid;
+  double loss = 0.0;      // Σ loss / Σ mask over eval_iters global batches
+  bool after_training = false;
 };
 
-struct IterationStats {
-  int64_t iteration = 0;
-  double loss = 0.0;        // mean over the micro-batches of the global batch
-  double grad_norm = 0.0;
-  double elapsed_ms = 0.0;
-  double tflops = 0.0;      // Megatron's formula / elapsed time
-  double tokens_per_s = 0.0;
+struct TrainResult {
+  std::vector<IterationStats> iterations;
+  std::vector<EvalRecord> evaluations;
+  bool exited = false;  // stopped by --exit-interval (no evaluation after training, as Megatron)
+};
+
+// What forward_backward accumulated for one global batch (this rank's share).
+struct ForwardBackwardResult {
+  double loss_sum = 0.0;    // Σ mask·token loss
+  double num_tokens = 0.0;  // Σ mask
 };
 
 class Trainer {
  public:
-  Trainer(const ModelConfig& model, const TrainConfig& train);
+  using LogFn = std::function<void(const std::string&)>;
 
-  // Runs train_iters iterations on synthetic tokens, calling `log` with each formatted log line.
-  std::vector<IterationStats> run(const std::function<void(const std::string&)>& log);
+  // --mock-data: Megatron's mock splits with NullTokenizer ids for model.vocab_size, sized from
+  // the config (TrainConfig::dataset_sizes).
+  Trainer(const ModelConfig& model, const TrainConfig& train);
+  // Any data (tests; real datasets later). valid/test may be null only when eval_iters is 0.
+  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data);
+
+  // The whole run: iterations until --train-iters (or --exit-interval), the log line every
+  // --log-interval iterations (and after the first), evaluations, then (unless exited) the
+  // validation and test evaluations. `log` receives every line Megatron would print on its
+  // logging rank (with one rank, this one; the parallel grid will pick the last pp rank).
+  TrainResult run(const LogFn& log);
+
+  // One iteration (train_step): forward_backward, the optimizer step at lr((i-1)·gbs), the
+  // scheduler advanced by the global batch when the update happened. Throws mt::Error on a
+  // NaN/Inf loss or gradient (Megatron's default --check-for-nan-in-loss-and-grad is fatal).
+  IterationStats train_step();
+  // Zeroes the gradients and accumulates those of the next global batch's micro-batches of
+  // this rank (advances the train sampler). Public so tests can inspect the gradients.
+  ForwardBackwardResult forward_backward();
+  // eval_iters global batches of `split` without dropout and without gradients; the validation
+  // split continues where its previous evaluation stopped (Megatron's consumed_valid_samples).
+  double evaluate(Split split);
 
   GptModel& model() { return *model_; }
+  const ModelConfig& model_config() const { return model_config_; }
+  const TrainConfig& config() const { return config_; }
+  const OptimizerParamScheduler& scheduler() const { return *scheduler_; }
+  const TrainData& data() const { return data_; }
   const MemoryTracker& memory() const { return memory_; }
+  int64_t iteration() const { return iteration_; }
+  int64_t consumed_train_samples() const { return consumed_train_samples_; }
 
  private:
+  LossSums forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options);
+
   ModelConfig model_config_;
   TrainConfig config_;
+  TrainData data_;
   MemoryTracker memory_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  PretrainingSampler train_sampler_;
+  std::optional<PretrainingSampler> valid_sampler_, test_sampler_;
+  std::vector<MicroBatchBuffer> buffers_;  // one per micro-batch of a global batch
+  int64_t iteration_ = 0;
+  int64_t consumed_train_samples_ = 0;
+  double flops_per_iteration_ = 0.0;
 };
-
-// Megatron's log line for one iteration.
-std::string format_log_line(const IterationStats& stats, const TrainConfig& config, float lr);
 
 }  // namespace mt

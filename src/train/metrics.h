@@ -1,0 +1,85 @@
+// Owns what the training loop reports, formatted as Megatron-LM's training.py prints it: the
+// per-iteration record, the interval bookkeeping of training_log (advanced / skipped / nan
+// iterations, the lm loss averaged over the log interval), the log line, the validation block of
+// evaluate_and_print_results, print_datetime's line, and a progress estimate for terminals.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mt {
+
+// What one training iteration did.
+struct IterationStats {
+  int64_t iteration = 0;         // 1-based
+  int64_t consumed_samples = 0;  // global samples consumed after this iteration
+  double loss = 0.0;             // lm loss: Σ mask·token loss / Σ mask over the global batch
+  double num_tokens = 0.0;       // Σ mask over the global batch
+  double grad_norm = 0.0;        // global L2 norm before clipping
+  float lr = 0.0f;               // learning rate this iteration's update used: lr((i-1)·gbs)
+  float weight_decay = 0.0f;     // weight decay it used
+  float logged_lr = 0.0f;        // the scheduler's lr after this iteration (what Megatron logs)
+  bool skipped = false;          // update skipped (fp16 overflow); the schedule did not advance
+  double elapsed_ms = 0.0;       // wall time of this iteration's train step alone
+};
+
+// The values of one log line.
+struct LogLine {
+  int64_t iteration = 0;
+  int64_t train_iters = 0;
+  int64_t consumed_samples = 0;
+  double elapsed_ms_per_iteration = 0.0;  // interval time / iterations in the interval
+  double tflops_per_gpu = 0.0;            // Megatron's FLOPs formula / time / world size
+  double tokens_per_second = 0.0;         // global batch × seq length / time per iteration
+  float learning_rate = 0.0f;
+  int64_t global_batch_size = 0;
+  std::optional<double> lm_loss;          // absent when the interval had no advanced iteration
+  float loss_scale = 1.0f;
+  std::optional<double> grad_norm;
+  int64_t skipped_iterations = 0;
+  int64_t nan_iterations = 0;
+};
+
+// " [timestamp] iteration N/T | consumed samples: ... | number of nan iterations: K |", with
+// Megatron's field order and number formats. Two deviations: the throughput has three decimals
+// (Megatron's one would print 0.0 on a CPU) and "tokens per second" follows it (Megatron reports
+// that figure only to its telemetry).
+std::string format_log_line(const LogLine& line, const std::string& timestamp);
+
+// datetime.now().strftime('%Y-%m-%d %H:%M:%S.%f'), in local time.
+std::string timestamp_now();
+
+// print_datetime: "[<what>] datetime: <timestamp> ".
+std::string format_datetime_line(const std::string& what);
+
+// evaluate_and_print_results: the line " validation loss at <prefix> | lm loss value: X |
+// lm loss PPL: Y | " framed above and below by dashes of its length + 1 (three lines, joined by
+// newlines). PPL = exp(min(20, loss)).
+std::string format_validation_block(const std::string& prefix, double lm_loss);
+
+// "[progress] iteration i/N (p%) | elapsed h:mm:ss | remaining ~h:mm:ss", extrapolating the
+// average wall time per iteration so far.
+std::string format_progress(int64_t iteration, int64_t total, double elapsed_seconds);
+
+// training_log's total_loss_dict: counts advanced, skipped and nan iterations since the last
+// printed line and sums the lm loss of the advanced ones. A skipped iteration whose loss is not
+// finite counts as a nan iteration (only skipped iterations can be: an update with a NaN/Inf
+// loss or gradient is fatal, as with Megatron's default --check-for-nan-in-loss-and-grad).
+class IntervalAccumulator {
+ public:
+  void add(const IterationStats& stats);
+  int64_t iterations() const { return advanced_ + skipped_; }
+  int64_t skipped() const { return skipped_; }
+  int64_t nan() const { return nan_; }
+  // Σ loss / advanced iterations; absent when none advanced or the mean is not >= 0 (Megatron
+  // prints the loss only when `avg >= 0.0`).
+  std::optional<double> mean_loss() const;
+  void reset() { *this = IntervalAccumulator(); }
+
+ private:
+  int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
+  double loss_sum_ = 0.0;
+};
+
+}  // namespace mt

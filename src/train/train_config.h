@@ -1,0 +1,73 @@
+// Owns TrainConfig: the training-loop settings of `pretrain_gpt.py` (batch sizes, run length,
+// evaluation, exit, loss normalisation, LR/WD schedule flags, data), their validation with one
+// clear message per inconsistency, and what Megatron derives from them (number of micro-batches,
+// iterations of a sample-based run, the dataset sizes of each split, the scheduler's config).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "optim/lr_schedule.h"
+#include "optim/optimizer.h"
+
+namespace mt {
+
+struct TrainConfig {
+  int64_t micro_batch_size = 0;   // --micro-batch-size (required, as in Megatron)
+  int64_t global_batch_size = 0;  // --global-batch-size; 0 = micro batch × data-parallel size
+  // Not flags: the parallel grid sets them. Rank r of dp reads its slice of every global batch.
+  int64_t data_parallel_size = 1;
+  int64_t data_parallel_rank = 0;
+
+  // Exactly one of the two (Megatron's iteration-based or sample-based training).
+  std::optional<int64_t> train_iters;    // --train-iters
+  std::optional<int64_t> train_samples;  // --train-samples
+
+  int64_t log_interval = 100;             // --log-interval
+  std::optional<int64_t> eval_interval;   // --eval-interval; unset: evaluate only after training
+  int64_t eval_iters = 100;               // --eval-iters; 0 disables evaluation
+  std::optional<int64_t> exit_interval;   // --exit-interval
+  uint64_t seed = 1234;                   // --seed (init, dropout, data shuffle)
+
+  // --calculate-per-token-loss: the global batch's gradient is Σ token-loss gradients / Σ tokens
+  // instead of the mean over micro-batches of each micro-batch's per-token mean.
+  bool calculate_per_token_loss = false;
+  bool eod_mask_loss = false;  // --eod-mask-loss: no loss where the input token is EOD
+
+  // Adam's betas and epsilon and --clip-grad. Its lr and weight_decay fields are NOT used: the
+  // scheduler below decides both at every step.
+  OptimizerConfig optimizer;
+  // --lr, --min-lr, --lr-*, --weight-decay, --start/end-weight-decay, --weight-decay-incr-style.
+  // Its train_iters / train_samples / global_batch_size are overwritten by finalize() from the
+  // fields above, so there is one source of truth.
+  LrScheduleFlags schedule;
+
+  // Print an elapsed/remaining estimate after each log line (the app sets it only when stdout is
+  // a terminal, so pipes and CI logs never see it).
+  bool show_progress = false;
+
+  // Filled by finalize().
+  int64_t num_microbatches = 0;  // global batch / (micro batch × dp)
+  int64_t iterations = 0;        // train_iters, or train_samples // global batch
+
+  // Validates and fills the derived fields, the way Megatron's validate_args and
+  // update_train_iters do. Throws mt::Error naming the flags to fix.
+  void finalize();
+
+  // The scheduler's config (in samples); valid after finalize().
+  LrScheduleConfig lr_schedule() const;
+
+  // Samples requested from the train/valid/test splits (training.py::
+  // get_train_valid_test_num_samples): train = train_samples or train_iters × gbs; valid =
+  // (iterations // eval_interval + 1) × eval_iters × gbs (one evaluation point without
+  // --eval-interval); test = eval_iters × gbs.
+  std::array<int64_t, 3> dataset_sizes() const;
+
+  // Evaluation after this iteration (every --eval-interval iterations).
+  bool evaluate_after(int64_t iteration) const;
+  // --exit-interval: stop after an iteration that is a multiple of it.
+  bool exit_after(int64_t iteration) const;
+};
+
+}  // namespace mt

@@ -1,0 +1,159 @@
+// `megatron train` at the option level: the accepted flag set is frozen here, every bad or
+// inconsistent combination fails with one clear message, and a good command line trains and
+// prints Megatron's output (cmd_train driven in-process, as main() calls it).
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "app/options.h"
+#include "base/error.h"
+#include "testing.h"
+
+namespace mt {
+int cmd_train(const std::vector<std::string>& args);
+
+namespace {
+
+TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
+  // Changing the option table must change this list: flags are part of the user interface.
+  const std::vector<std::string> expected = {
+      "--adam-beta1", "--adam-beta2", "--adam-eps", "--attention-backend", "--attention-dropout",
+      "--calculate-per-token-loss", "--clip-grad", "--config", "--disable-bias-linear", "--end-weight-decay",
+      "--eod-mask-loss", "--eval-interval", "--eval-iters", "--exit-interval", "--ffn-hidden-size",
+      "--global-batch-size", "--group-query-attention", "--hidden-dropout", "--hidden-size", "--init-method-std",
+      "--kv-channels", "--log-interval", "--lr", "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style",
+      "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters", "--lr-warmup-samples",
+      "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style", "--make-vocab-size-divisible-by",
+      "--max-position-embeddings", "--micro-batch-size", "--min-lr", "--mock-data", "--norm-epsilon",
+      "--normalization", "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
+      "--position-embedding-type", "--print-config", "--rotary-base", "--seed", "--seq-length", "--split",
+      "--start-weight-decay", "--swiglu", "--tokenizer-type", "--train-iters", "--train-samples",
+      "--untie-embeddings-and-output-weights", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+  };
+  std::vector<std::string> actual;
+  for (const OptionSpec& o : option_table()) {
+    const std::string commands = std::string(",") + o.commands + ",";
+    if (commands.find(",train,") != std::string::npos) actual.push_back(o.name);
+  }
+  std::sort(actual.begin(), actual.end());
+  EXPECT_TRUE(std::adjacent_find(actual.begin(), actual.end()) == actual.end()) << "a flag is listed twice";
+  EXPECT_EQ(actual, expected);
+}
+
+TEST(TrainOptions, DefaultsAreMegatrons) {
+  const Options o = parse_options("train", {});
+  EXPECT_EQ(o.integer("--log-interval"), 100);
+  EXPECT_EQ(o.integer("--eval-iters"), 100);
+  EXPECT_EQ(o.integer("--seed"), 1234);
+  EXPECT_DOUBLE_EQ(o.real("--min-lr"), 0.0);
+  EXPECT_EQ(o.text("--lr-decay-style"), "linear");
+  EXPECT_EQ(o.text("--lr-wsd-decay-style"), "exponential");
+  EXPECT_EQ(o.text("--weight-decay-incr-style"), "constant");
+  EXPECT_EQ(o.integer("--lr-warmup-iters"), 0);
+  EXPECT_DOUBLE_EQ(o.real("--weight-decay"), 0.01);
+  EXPECT_DOUBLE_EQ(o.real("--clip-grad"), 1.0);
+  for (const char* unset : {"--micro-batch-size", "--global-batch-size", "--train-iters", "--train-samples", "--lr",
+                            "--eval-interval", "--exit-interval", "--lr-decay-iters", "--lr-warmup-fraction",
+                            "--start-weight-decay", "--tokenizer-type", "--split"})
+    EXPECT_FALSE(o.has(unset)) << unset;
+  EXPECT_FALSE(o.flag("--calculate-per-token-loss"));
+  EXPECT_FALSE(o.flag("--mock-data"));
+}
+
+// A small, valid command line; each case below breaks one thing.
+std::vector<std::string> good_args() {
+  return {"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+          "--vocab-size", "64", "--mock-data", "--micro-batch-size", "2", "--global-batch-size", "4",
+          "--train-iters", "2", "--lr", "1e-3", "--eval-iters", "1", "--log-interval", "1"};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::vector<std::string> without(std::vector<std::string> args, const std::string& flag, bool has_value = true) {
+  auto it = std::find(args.begin(), args.end(), flag);
+  if (it != args.end()) args.erase(it, it + (has_value ? 2 : 1));
+  return args;
+}
+
+std::string train_error(const std::vector<std::string>& args) {
+  ::testing::internal::CaptureStdout();
+  std::string message;
+  try {
+    cmd_train(args);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  ::testing::internal::GetCapturedStdout();
+  return message;
+}
+
+TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
+  const std::vector<std::string> base = good_args();
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {with(without(base, "--global-batch-size"), {"--global-batch-size", "5"}),
+       "--global-batch-size (5) is not a multiple of --micro-batch-size (2) x data-parallel size (1)"},
+      {with(base, {"--train-samples", "8"}), "--train-iters and --train-samples are mutually exclusive"},
+      {without(base, "--train-iters"), "either --train-iters or --train-samples must be given"},
+      {with(without(base, "--train-iters"), {"--train-samples", "3"}), "less than one global batch"},
+      {with(base, {"--lr-warmup-iters", "1", "--lr-warmup-fraction", "0.1"}),
+       "--lr-warmup-fraction and --lr-warmup-iters are mutually exclusive"},
+      {with(base, {"--lr-decay-samples", "8"}), "--lr-decay-samples needs sample-based training"},
+      {with(with(without(base, "--train-iters"), {"--train-samples", "8"}), {"--lr-warmup-iters", "1"}),
+       "--lr-warmup-iters needs iteration-based training"},
+      {with(base, {"--min-lr", "1e-2"}), "--min-lr (0.01) must be <= --lr"},
+      {with(base, {"--lr-warmup-iters", "2"}), "must be shorter than LR decay"},
+      {with(base, {"--lr-decay-style", "WSD"}), "--lr-wsd-decay-iters"},
+      {with(base, {"--start-weight-decay", "0.1"}), "need --weight-decay-incr-style linear or cosine"},
+      {with(base, {"--weight-decay-incr-style", "linear", "--start-weight-decay", "0.1"}),
+       "needs both --start-weight-decay and --end-weight-decay"},
+      {with(base, {"--lr-decay-style", "exp"}), "--lr-decay-style must be one of"},
+      {with(base, {"--eval-interval", "0"}), "--eval-interval must be > 0"},
+      {with(base, {"--exit-interval", "-1"}), "--exit-interval must be > 0"},
+      {with(without(base, "--log-interval"), {"--log-interval", "0"}), "--log-interval must be > 0"},
+      {without(base, "--micro-batch-size"), "pass --micro-batch-size"},
+      {without(base, "--lr"), "pass --lr"},
+      {without(base, "--mock-data", false), "pass --mock-data"},
+      {without(base, "--vocab-size"), "needs --vocab-size"},
+      {with(base, {"--tokenizer-type", "GPT2BPETokenizer"}),
+       "--tokenizer-type GPT2BPETokenizer is not supported yet: tokenizers arrive with issue 4"},
+      {with(base, {"--tokenizer-type", "Gpt2"}), "--tokenizer-type must be one of"},
+      {with(base, {"--split", "1,2,3,4"}), "--split"},
+      {with(base, {"--train-iter", "3"}), "did you mean --train-iters?"},
+      {with(without(base, "--eval-iters"), {"--eval-iters", "x"}), "expects an integer"},
+  };
+  for (const Case& c : cases) {
+    const std::string message = train_error(c.args);
+    EXPECT_NE(message.find(c.message), std::string::npos)
+        << "expected \"" << c.message << "\", got \"" << message << "\"";
+    // One message: a single line.
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST(TrainOptions, AGoodCommandLineTrainsAndPrintsMegatronsOutput) {
+  ::testing::internal::CaptureStdout();
+  const int rc = cmd_train(with(good_args(), {"--tokenizer-type", "NullTokenizer", "--split", "969,30,1",
+                                              "--lr-decay-style", "cosine", "--eval-interval", "1"}));
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("note: --split 969,30,1 is ignored: mock data always uses the split 1,1,1"), std::string::npos);
+  for (const char* field : {" iteration        1/       2 |", " iteration        2/       2 |", "consumed samples:",
+                            "elapsed time per iteration (ms):", "throughput per GPU (TFLOP/s/GPU):",
+                            "tokens per second:", "learning rate:", "global batch size:     4 |", "lm loss:",
+                            "loss scale: 1.0 |", "grad norm:", "number of skipped iterations:   0 |",
+                            "number of nan iterations:   0 |", "[after iteration 1] memory",
+                            " validation loss at iteration 1 |", " validation loss at iteration 2 on test set |"})
+    EXPECT_NE(out.find(field), std::string::npos) << field << "\n" << out;
+  // stdout is not a terminal here: no progress estimate.
+  EXPECT_EQ(out.find("[progress]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mt
