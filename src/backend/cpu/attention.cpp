@@ -5,6 +5,8 @@
 // query head dk/dv partials) from the caller's workspace.
 #include "backend/cpu/attention.h"
 
+#include "backend/cpu/philox_simd.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -73,61 +75,18 @@ inline float fast_exp(float x) {
 
 // ---- dropout mask -------------------------------------------------------------------------------
 
-// Element i of an RngStream is word i & 3 of the Philox block i >> 2 with counter
-// {block, stream} and key seed (base/rng.cpp).  Generating 16 blocks side by side lets the
-// rounds vectorise (~15× faster than RngStream::uniform per element); the tests check the result
-// against RngStream::uniform element by element.  `omp simd` marks the loops whose reductions
-// the compiler may not reorder on its own (no -ffast-math).
-constexpr int kPhiloxLanes = 16;
-
-void philox_lanes(const RngStream& rng, uint64_t first_block, uint32_t* words /* [4 * kPhiloxLanes] */) {
-  // 32-bit words held in 64-bit lanes: the 32×32→64 products then vectorise as plain 64-bit ops.
-  constexpr uint64_t kLow = 0xffffffffu;
-  alignas(64) uint64_t c0[kPhiloxLanes], c1[kPhiloxLanes], c2[kPhiloxLanes], c3[kPhiloxLanes];
-  for (int l = 0; l < kPhiloxLanes; ++l) {
-    const uint64_t block = first_block + static_cast<uint64_t>(l);
-    c0[l] = block & kLow;
-    c1[l] = block >> 32;
-    c2[l] = rng.stream & kLow;
-    c3[l] = rng.stream >> 32;
-  }
-  uint64_t k0 = rng.seed & kLow, k1 = rng.seed >> 32;
-  for (int round = 0; round < 10; ++round) {
-#pragma omp simd
-    for (int l = 0; l < kPhiloxLanes; ++l) {
-      const uint64_t p0 = 0xD2511F53ull * c0[l];
-      const uint64_t p1 = 0xCD9E8D57ull * c2[l];
-      const uint64_t n0 = (p1 >> 32) ^ c1[l] ^ k0;
-      const uint64_t n2 = (p0 >> 32) ^ c3[l] ^ k1;
-      c1[l] = p1 & kLow;
-      c3[l] = p0 & kLow;
-      c0[l] = n0;
-      c2[l] = n2;
-    }
-    k0 = (k0 + 0x9E3779B9u) & kLow;
-    k1 = (k1 + 0xBB67AE85u) & kLow;
-  }
-  for (int l = 0; l < kPhiloxLanes; ++l) {
-    words[4 * l + 0] = static_cast<uint32_t>(c0[l]);
-    words[4 * l + 1] = static_cast<uint32_t>(c1[l]);
-    words[4 * l + 2] = static_cast<uint32_t>(c2[l]);
-    words[4 * l + 3] = static_cast<uint32_t>(c3[l]);
-  }
-}
-
 // What one attention call needs to draw its dropout mask.
 struct Dropout {
   bool on = false;
   RngStream rng;
-  uint32_t threshold = 0;  // keep when the 24-bit draw >= threshold, i.e. uniform >= p
+  float p = 0.0f;
   float inv_keep = 1.0f;   // 1 / (1 − p)
   int64_t total_heads = 0, head_offset = 0, s = 0;
 
   Dropout(const AttentionOptions& o, int64_t n, int64_t seq) {
     on = o.dropout_p > 0.0f;
     rng = o.rng;
-    // uniform = u24 · 2^−24 exactly, so uniform >= p  <=>  u24 >= ceil(p · 2^24).
-    threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(o.dropout_p) * 16777216.0));
+    p = o.dropout_p;
     inv_keep = 1.0f / (1.0f - o.dropout_p);
     total_heads = o.total_heads ? o.total_heads : n;
     head_offset = o.head_offset;
@@ -140,15 +99,7 @@ struct Dropout {
   // out[t] = kept ? on : 0 for element first + t, t < count (u8 0/1 masks, or f32 multipliers
   // 1/(1 − p) so the loops that apply them stay all-float and vectorise).
   template <typename T>
-  void draw(uint64_t first, int64_t count, T* out, T on) const {
-    alignas(64) uint32_t words[4 * kPhiloxLanes];
-    const uint64_t end = first + static_cast<uint64_t>(count);
-    for (uint64_t chunk = first & ~uint64_t{4 * kPhiloxLanes - 1}; chunk < end; chunk += 4 * kPhiloxLanes) {
-      philox_lanes(rng, chunk >> 2, words);
-      const uint64_t lo = std::max(chunk, first), hi = std::min(chunk + 4 * kPhiloxLanes, end);
-      for (uint64_t e = lo; e < hi; ++e) out[e - first] = (words[e - chunk] >> 8) >= threshold ? on : T(0);
-    }
-  }
+  void draw(uint64_t first, int64_t count, T* out, T on) const { philox_keep(rng, first, count, p, on, out); }
   void keep(uint64_t first, int64_t count, uint8_t* mask) const { draw<uint8_t>(first, count, mask, 1); }
   void multipliers(uint64_t first, int64_t count, float* mult) const { draw<float>(first, count, mult, inv_keep); }
 };

@@ -1,9 +1,9 @@
 // CPU kernels for dropout and fused dropout-add.  Masks follow the rule in ops/dropout.h exactly:
-// keep element i when rng.uniform(offset + i) >= p.  RngStream::uniform spends one Philox block per
-// call but a block holds four uniforms, so the kernel draws each block once and uses all four lanes
-// (block (offset + i) / 4, lane (offset + i) % 4, 24 high bits scaled by 2^−24, as in base/rng.cpp;
-// the dropout tests compare every mask bit against rng.uniform, so a drift between them fails loudly).
+// keep element i when rng.uniform(offset + i) >= p, drawn 16 Philox blocks at a time
+// (backend/cpu/philox_simd.h); the dropout tests compare every mask bit against rng.uniform.
 #include "backend/cpu/dropout.h"
+
+#include "backend/cpu/philox_simd.h"
 
 #include <algorithm>
 #include <cstring>
@@ -13,21 +13,6 @@ namespace mt::cpu {
 namespace {
 
 constexpr int64_t kChunk = 16384;  // elements per parallel work item (fixed, so results never vary)
-
-// Writes keep[i − begin] = rng.uniform(offset + i) >= p for i in [begin, end).
-void draw_keep(uint8_t* keep, const RngStream& rng, uint64_t offset, float p, int64_t begin, int64_t end) {
-  int64_t i = begin;
-  while (i < end) {
-    const uint64_t g = offset + static_cast<uint64_t>(i), blk = g >> 2;
-    const Philox4 bits = philox4x32({static_cast<uint32_t>(blk), static_cast<uint32_t>(blk >> 32),
-                                     static_cast<uint32_t>(rng.stream), static_cast<uint32_t>(rng.stream >> 32)},
-                                    rng.seed);
-    for (uint64_t lane = g & 3; lane < 4 && i < end; ++lane, ++i) {
-      const float u = static_cast<float>(bits[lane] >> 8) * (1.0f / 16777216.0f);
-      keep[i - begin] = u >= p ? 1 : 0;
-    }
-  }
-}
 
 // out = residual + dropout(inp), residual optional; one pass per chunk after its mask is drawn.
 void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int64_t n, float p,
@@ -47,7 +32,7 @@ void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t begin = ch * kChunk, end = std::min(n, begin + kChunk);
-    draw_keep(mask + begin, rng, offset, p, begin, end);
+    philox_keep<uint8_t>(rng, offset + static_cast<uint64_t>(begin), end - begin, p, 1, mask + begin);
     if (res) {
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) y[i] = res[i] + (mask[i] ? x[i] * scale : 0.0f);
