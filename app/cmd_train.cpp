@@ -46,6 +46,24 @@ ModelConfig model_config(const Options& o) {
   c.make_vocab_size_divisible_by = o.integer("--make-vocab-size-divisible-by");
   c.untie_embeddings_and_output_weights = o.flag("--untie-embeddings-and-output-weights");
   c.attention_impl = o.text("--attention-backend") == "unfused" ? AttentionImpl::unfused : AttentionImpl::flash;
+  MT_CHECK(!(o.flag("--bf16") && o.flag("--fp16"))) << "--bf16 and --fp16 exclude each other";
+  c.params_dtype = o.flag("--bf16") ? DType::bf16 : o.flag("--fp16") ? DType::f16 : DType::f32;
+  std::string granularity = o.has("--recompute-granularity") ? o.text("--recompute-granularity") : "";
+  if (o.flag("--recompute-activations")) {
+    MT_CHECK(granularity.empty() || granularity == "selective")
+        << "--recompute-activations means --recompute-granularity selective; drop one of them";
+    granularity = "selective";
+  }
+  if (granularity == "full") {
+    MT_CHECK(o.has("--recompute-method"))
+        << "--recompute-granularity full needs --recompute-method uniform or block";
+    c.recompute_granularity = RecomputeGranularity::full;
+    c.recompute_method = o.text("--recompute-method") == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
+  } else {
+    MT_CHECK(!o.has("--recompute-method")) << "--recompute-method applies to --recompute-granularity full only";
+    if (granularity == "selective") c.recompute_granularity = RecomputeGranularity::selective;
+  }
+  c.recompute_num_layers = o.integer("--recompute-num-layers");
   return c;
 }
 
@@ -77,6 +95,13 @@ TrainConfig train_config(const Options& o) {
   t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
   t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
+  t.loss_scale.bf16 = o.flag("--bf16");
+  t.loss_scale.fp16 = o.flag("--fp16");
+  t.loss_scale.loss_scale = optional_real(o, "--loss-scale");
+  t.loss_scale.initial_loss_scale = o.real("--initial-loss-scale");
+  t.loss_scale.min_loss_scale = o.real("--min-loss-scale");
+  t.loss_scale.loss_scale_window = o.integer("--loss-scale-window");
+  t.loss_scale.hysteresis = o.integer("--hysteresis");
 
   // Megatron has no default learning rate (its scheduler asserts on None).
   MT_CHECK(o.has("--lr")) << "pass --lr (the peak learning rate)";

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 
@@ -42,6 +43,9 @@ struct TrainConfig {
   // Its train_iters / train_samples / global_batch_size are overwritten by finalize() from the
   // fields above, so there is one source of truth.
   LrScheduleFlags schedule;
+  // --fp16 / --bf16 and the loss-scale flags: a dynamic scaler under --fp16, a constant one with
+  // --loss-scale, none otherwise.
+  LossScaleFlags loss_scale;
 
   // Print an elapsed/remaining estimate after each log line (the app sets it only when stdout is
   // a terminal, so pipes and CI logs never see it).

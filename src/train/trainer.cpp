@@ -66,9 +66,15 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   model_->params().init(config_.seed);
   optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_);
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
+  MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
+           config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
+      << "the model and training configs disagree on --bf16/--fp16";
+  scaler_ = loss_scaler_from_flags(config_.loss_scale);
   buffers_.resize(static_cast<size_t>(config_.num_microbatches));
   flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
 }
+
+float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 
 LossSums Trainer::forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options) {
   return model_->forward(buffer.view(model_config_.seq_length), options);
@@ -94,9 +100,10 @@ ForwardBackwardResult Trainer::forward_backward() {
     // Distinct per micro-batch across iterations and dp ranks: the global index of its first sample.
     fo.dropout_round = static_cast<uint64_t>(b.indices.front());
     fo.dropout = true;
-    // fp16 loss scaling will multiply this by the loss scale.
-    fo.grad_scale = static_cast<float>(config_.calculate_per_token_loss ? 1.0 / std::max(global_tokens, 1.0)
-                                                                        : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp));
+    // The loss scale multiplies the gradient of the loss; the optimizer divides it out again.
+    fo.grad_scale = static_cast<float>(loss_scale() * (config_.calculate_per_token_loss
+                                                           ? 1.0 / std::max(global_tokens, 1.0)
+                                                           : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp)));
     const LossSums sums = forward_micro_batch(b, fo);
     // pretrain_gpt.py::loss_func with --check-for-nan-in-loss-and-grad (Megatron's default): fatal.
     MT_CHECK(std::isfinite(sums.loss_sum))
@@ -119,16 +126,18 @@ IterationStats Trainer::train_step() {
   st.iteration = iteration_ + 1;
   st.lr = scheduler_->lr(step_before);
   st.weight_decay = scheduler_->weight_decay(step_before);
-  const AdamW::StepResult step = optimizer_->step(config_.optimizer, st.lr, st.weight_decay);
-  // Megatron checks the gradients before the step; the check is fatal either way, so testing
-  // the norm the step computed anyway costs no extra pass over the gradients.
-  MT_CHECK(std::isfinite(step.grad_norm))
+  const float scale = loss_scale();
+  const AdamW::StepResult step = optimizer_->step(config_.optimizer, st.lr, st.weight_decay, scale);
+  // An overflow under loss scaling skips the update and backs the scale off (Megatron's
+  // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
+  st.skipped = step.found_inf && scaler_.has_value();
+  if (scaler_) scaler_->update(step.found_inf);
+  st.loss_scale = scale;
+  MT_CHECK(st.skipped || std::isfinite(step.grad_norm))
       << "found " << (std::isnan(step.grad_norm) ? "NaN" : "Inf") << " in the gradients at iteration " << st.iteration
       << " (grad norm " << step.grad_norm << "): training diverged; lower --lr, lengthen the warmup "
       << "(--lr-warmup-iters) or clip harder (--clip-grad)";
   // Only a successful update advances the schedule, by the samples this iteration consumed.
-  // (fp32 never skips; fp16 loss scaling will set `skipped` when its scaler finds an overflow.)
-  st.skipped = false;
   if (!st.skipped)
     scheduler_->step(config_.num_microbatches * config_.micro_batch_size * config_.data_parallel_size);
   ++iteration_;
@@ -198,8 +207,8 @@ TrainResult Trainer::run(const LogFn& log) {
       line.learning_rate = st.logged_lr;
       line.global_batch_size = config_.global_batch_size;
       line.lm_loss = interval.mean_loss();
-      line.loss_scale = 1.0f;  // fp32: no loss scaling
-      line.grad_norm = st.grad_norm;
+      line.loss_scale = st.loss_scale;
+      if (!st.skipped) line.grad_norm = st.grad_norm;  // Megatron has no norm for a skipped step
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,8 @@ class Trainer {
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  std::optional<LossScaler> scaler_;
+  float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)
   PretrainingSampler train_sampler_;
   std::optional<PretrainingSampler> valid_sampler_, test_sampler_;
   std::vector<MicroBatchBuffer> buffers_;  // one per micro-batch of a global batch

@@ -17,19 +17,23 @@ namespace {
 TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   // Changing the option table must change this list: flags are part of the user interface.
   const std::vector<std::string> expected = {
-      "--adam-beta1", "--adam-beta2", "--adam-eps", "--attention-backend", "--attention-dropout",
-      "--calculate-per-token-loss", "--clip-grad", "--config", "--disable-bias-linear", "--end-weight-decay",
-      "--eod-mask-loss", "--eval-interval", "--eval-iters", "--exit-interval", "--ffn-hidden-size",
-      "--global-batch-size", "--group-query-attention", "--hidden-dropout", "--hidden-size", "--init-method-std",
-      "--kv-channels", "--log-interval", "--lr", "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style",
-      "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters", "--lr-warmup-samples",
-      "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style", "--make-vocab-size-divisible-by",
-      "--max-position-embeddings", "--micro-batch-size", "--min-lr", "--mock-data", "--norm-epsilon",
-      "--normalization", "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
-      "--position-embedding-type", "--print-config", "--rotary-base", "--seed", "--seq-length", "--split",
+      "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
+      "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--clip-grad",
+      "--config", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
+      "--eval-iters", "--exit-interval", "--ffn-hidden-size", "--fp16", "--global-batch-size",
+      "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
+      "--initial-loss-scale", "--kv-channels", "--log-interval", "--loss-scale", "--loss-scale-window", "--lr",
+      "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init",
+      "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
+      "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings",
+      "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization",
+      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
+      "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
+      "--recompute-method", "--recompute-num-layers", "--rotary-base", "--seed", "--seq-length", "--split",
       "--start-weight-decay", "--swiglu", "--tokenizer-type", "--train-iters", "--train-samples",
       "--untie-embeddings-and-output-weights", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
+
   std::vector<std::string> actual;
   for (const OptionSpec& o : option_table()) {
     const std::string commands = std::string(",") + o.commands + ",";
@@ -153,6 +157,31 @@ TEST(TrainOptions, AGoodCommandLineTrainsAndPrintsMegatronsOutput) {
     EXPECT_NE(out.find(field), std::string::npos) << field << "\n" << out;
   // stdout is not a terminal here: no progress estimate.
   EXPECT_EQ(out.find("[progress]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+std::string error_with(std::vector<std::string> extra) {
+  std::vector<std::string> args = good_args();
+  args.insert(args.end(), extra.begin(), extra.end());
+  return train_error(args);
+}
+
+TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
+  EXPECT_NE(error_with({"--bf16", "--fp16"}).find("exclude each other"), std::string::npos);
+  EXPECT_NE(error_with({"--recompute-granularity", "full"}).find("needs --recompute-method"), std::string::npos);
+  EXPECT_NE(error_with({"--recompute-method", "block"}).find("--recompute-granularity full only"),
+            std::string::npos);
+  EXPECT_NE(error_with({"--recompute-activations", "--recompute-granularity", "full", "--recompute-method", "uniform"})
+                .find("drop one of them"),
+            std::string::npos);
+  EXPECT_NE(error_with({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"})
+                .find("exceeds --num-layers"),
+            std::string::npos);
 }
 
 }  // namespace
