@@ -75,7 +75,7 @@ for cfg in "${configs[@]}"; do
     line=$("$ours_bin" "$cfg" ${iter_args[@]+"${iter_args[@]}"} | grep -E "^$cfg ")
     echo "ours       $line"
     ours_tps+=("$(field tps "$line")") ours_rss+=("$(field rss "$line")")
-    line=$("$PYTHON" bench/pytorch_baseline.py "$cfg" ${iter_args[@]+"${iter_args[@]}"} 2>/dev/null | grep -E '^pytorch ')
+    line=$("$PYTHON" bench/pytorch_baseline.py "$cfg" ${iter_args[@]+"${iter_args[@]}"} | grep -E '^pytorch ')
     echo "$line"
     pt_tps+=("$(field tps "$line")") pt_rss+=("$(field rss "$line")")
   done
