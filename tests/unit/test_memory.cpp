@@ -54,7 +54,7 @@ int64_t expected_activation_bytes(const ModelConfig& c, int64_t b) {
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   const int64_t stats = (c.normalization == Normalization::layernorm ? 2 : 1) * N * 4;  // mean?, rstd
   int64_t layer = 0;
-  layer += N * h * 4 + stats;                   // norm1 out + stats
+  layer += stats;                               // norm1 statistics (its output is recomputed)
   layer += (b * n * s * d + 2 * b * g * s * d) * 4;  // q, k, v
   layer += N * n * d * 4;                       // attention context
   if (c.attention_impl == AttentionImpl::flash)
@@ -63,8 +63,8 @@ int64_t expected_activation_bytes(const ModelConfig& c, int64_t b) {
     layer += b * n * s * s * 4 + (c.attention_dropout > 0 ? b * n * s * s : 0);  // probs + u8 mask
   layer += N * h;                               // attention-output dropout mask (u8)
   layer += N * h * 4;                           // residual
-  layer += N * h * 4 + stats;                   // norm2 out + stats
-  layer += N * c.fc1_size() * 4 + N * c.ffn_hidden_size * 4;  // fc1 out, activation out
+  layer += stats;                               // norm2 statistics
+  layer += N * c.fc1_size() * 4;                // fc1 out (the activation output is recomputed)
   layer += N * h;                               // MLP-output dropout mask (u8)
   layer += N * h * 4;                           // layer output
   const int64_t embedding = N * h + N * h * 4;  // dropout mask + output

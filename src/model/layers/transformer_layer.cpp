@@ -42,7 +42,6 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   LayerActivations act;
-  act.norm1_out = a.alloc(dtype, {N, h});
   if (layernorm(c)) act.norm1_mean = a.alloc(DType::f32, {N});
   act.norm1_rstd = a.alloc(DType::f32, {N});
   act.q = a.alloc(dtype, {b, n, s, d});
@@ -57,11 +56,9 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   }
   act.attn_drop_mask = a.alloc(DType::u8, {N, h});
   act.residual1 = a.alloc(dtype, {N, h});
-  act.norm2_out = a.alloc(dtype, {N, h});
   if (layernorm(c)) act.norm2_mean = a.alloc(DType::f32, {N});
   act.norm2_rstd = a.alloc(DType::f32, {N});
   act.fc1_out = a.alloc(dtype, {N, c.fc1_size()});
-  act.act_out = a.alloc(dtype, {N, c.ffn_hidden_size});
   act.mlp_drop_mask = a.alloc(DType::u8, {N, h});
   act.out = a.alloc(dtype, {N, h});
   return act;
@@ -71,6 +68,9 @@ LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shap
   const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   LayerScratch sc;
+  sc.norm1_out = a.alloc(DType::f32, {N, h});
+  sc.norm2_out = a.alloc(DType::f32, {N, h});
+  sc.act_out = a.alloc(DType::f32, {N, c.ffn_hidden_size});
   sc.qkv = a.alloc(DType::f32, {N, c.qkv_size()});
   sc.dense = a.alloc(DType::f32, {N, h});
   sc.dnorm = a.alloc(DType::f32, {N, h});
@@ -89,9 +89,9 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   const ModelConfig& c = *ctx.config;
   auto round = [&](const TensorView& t) { round_to_dtype(t, ctx.act_dtype); };
   // Attention block.
-  norm_fwd(c, act.norm1_out, act.norm1_mean, act.norm1_rstd, x, w.input_norm_weight, w.input_norm_bias);
-  round(act.norm1_out);
-  linear_fwd(sc.qkv, act.norm1_out, w.qkv_weight, w.qkv_bias);
+  norm_fwd(c, sc.norm1_out, act.norm1_mean, act.norm1_rstd, x, w.input_norm_weight, w.input_norm_bias);
+  round(sc.norm1_out);
+  linear_fwd(sc.qkv, sc.norm1_out, w.qkv_weight, w.qkv_bias);
   round(sc.qkv);
   qkv_split_rope_fwd(act.q, act.k, act.v, sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), ctx.rope_cos,
                      ctx.rope_sin);
@@ -110,13 +110,13 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
                   dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"), 0);
   round(act.residual1);
   // MLP block.
-  norm_fwd(c, act.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
-  round(act.norm2_out);
-  linear_fwd(act.fc1_out, act.norm2_out, w.fc1_weight, w.fc1_bias);
+  norm_fwd(c, sc.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
+  round(sc.norm2_out);
+  linear_fwd(act.fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias);
   round(act.fc1_out);
-  mlp_activation_fwd(c, act.act_out, act.fc1_out);
-  round(act.act_out);
-  linear_fwd(sc.dense, act.act_out, w.fc2_weight, w.fc2_bias);
+  mlp_activation_fwd(c, sc.act_out, act.fc1_out);
+  round(sc.act_out);
+  linear_fwd(sc.dense, sc.act_out, w.fc2_weight, w.fc2_bias);
   round(sc.dense);
   dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, hidden_dropout(ctx),
                   dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), 0);
@@ -130,19 +130,27 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   // Activation gradients are 16-bit tensors in Megatron too (that is where fp16 overflows), so
   // each is rounded as it is produced; weight gradients accumulate in f32.
   auto round = [&](const TensorView& t) { round_to_dtype(t, ctx.act_dtype); };
+  // Remake the outputs the forward did not keep (the norms recompute their own statistics, the
+  // same values as saved).
+  norm_fwd(c, sc.norm1_out, act.norm1_mean, act.norm1_rstd, x, w.input_norm_weight, w.input_norm_bias);
+  round(sc.norm1_out);
+  norm_fwd(c, sc.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
+  round(sc.norm2_out);
+  mlp_activation_fwd(c, sc.act_out, act.fc1_out);
+  round(sc.act_out);
   // MLP block. dx holds d(out); the residual passes it to d(residual1) unchanged, and the norm
   // backward below adds the branch's contribution into the same buffer.
   zero(sc.dense);
   dropout_bwd(sc.dense, dx, act.mlp_drop_mask, hidden_dropout(ctx));
   round(sc.dense);
   zero(sc.dact);
-  linear_bwd(sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, act.act_out, w.fc2_weight);
+  linear_bwd(sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, sc.act_out, w.fc2_weight);
   round(sc.dact);
   zero(sc.dfc1);
   mlp_activation_bwd(c, sc.dfc1, sc.dact, act.fc1_out);
   round(sc.dfc1);
   zero(sc.dnorm);
-  linear_bwd(sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, act.norm2_out, w.fc1_weight);
+  linear_bwd(sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, sc.norm2_out, w.fc1_weight);
   round(sc.dnorm);
   norm_bwd(c, dx, g.mlp_norm_weight, g.mlp_norm_bias, sc.dnorm, act.residual1, w.mlp_norm_weight, act.norm2_mean,
            act.norm2_rstd);
@@ -172,7 +180,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
                      ctx.rope_sin);
   round(sc.qkv);
   zero(sc.dnorm);
-  linear_bwd(sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, act.norm1_out, w.qkv_weight);
+  linear_bwd(sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, sc.norm1_out, w.qkv_weight);
   round(sc.dnorm);
   norm_bwd(c, dx, g.input_norm_weight, g.input_norm_bias, sc.dnorm, x, w.input_norm_weight, act.norm1_mean,
            act.norm1_rstd);

@@ -16,8 +16,9 @@ namespace mt {
 // N = s·b token rows; shapes in [rows, features] unless stated.  Saved between forward and backward.
 // The tensors listed in kStoredActivations take the activation dtype (16-bit under --bf16/--fp16);
 // norm statistics, lse, probabilities and masks stay f32/u8 as in Megatron.
+// The norm outputs and the MLP activation output are not kept: the backward recomputes them from
+// the saved inputs (one elementwise pass each) and saves ~40% of a layer's bytes.
 struct LayerActivations {
-  TensorView norm1_out;       // [N, h]
   TensorView norm1_mean;      // [N]  (LayerNorm only)
   TensorView norm1_rstd;      // [N]
   TensorView q;               // [b, n, s, d]  after RoPE
@@ -28,24 +29,24 @@ struct LayerActivations {
   TensorView probs_mask;      // [b, n, s, s] u8 (unfused attention with dropout)
   TensorView attn_drop_mask;  // [N, h] u8
   TensorView residual1;       // [N, h]  a
-  TensorView norm2_out;       // [N, h]
   TensorView norm2_mean;      // [N]  (LayerNorm only)
   TensorView norm2_rstd;      // [N]
   TensorView fc1_out;         // [N, ffn or 2·ffn]
-  TensorView act_out;         // [N, ffn]
   TensorView mlp_drop_mask;   // [N, h] u8
   TensorView out;             // [N, h]  the layer output (next layer's input)
 };
 
 // The activation-dtype members of LayerActivations.
 inline constexpr TensorView LayerActivations::*kStoredActivations[] = {
-    &LayerActivations::norm1_out, &LayerActivations::q,         &LayerActivations::k,
-    &LayerActivations::v,         &LayerActivations::context,   &LayerActivations::residual1,
-    &LayerActivations::norm2_out, &LayerActivations::fc1_out,   &LayerActivations::act_out,
+    &LayerActivations::q,         &LayerActivations::k,       &LayerActivations::v,
+    &LayerActivations::context,   &LayerActivations::residual1, &LayerActivations::fc1_out,
     &LayerActivations::out};
 
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).
 struct LayerScratch {
+  TensorView norm1_out;  // [N, h]            norm outputs and the MLP activation output, made in
+  TensorView norm2_out;  // [N, h]            the forward and remade in the backward
+  TensorView act_out;    // [N, ffn]
   TensorView qkv;        // [N, (n + 2g)·d]   forward: linear_qkv output; backward: dqkv
   TensorView dense;      // [N, h]            forward: proj / fc2 output; backward: their grads
   TensorView dnorm;      // [N, h]            grad of a norm output
