@@ -39,7 +39,8 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Backend& back
   activations_->zero_used();
   workspace_->zero_used();
   if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base);
-  mask_sb_.resize(static_cast<size_t>(s_ * b_));
+  for (auto* v : {&mask_sb_, &host_dlosses_, &host_losses_}) v->resize(static_cast<size_t>(s_ * b_));
+  host_labels_.resize(static_cast<size_t>(s_ * b_));
 }
 
 void GptModel::carve(Arena& act, Arena& ws, int threads) {
@@ -81,7 +82,7 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
     rope_sin_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
   }
   if (mixed()) {
-    const GptTensors w = params_->values();
+    const GptTensors& w = params_->values();
     for (auto m : kLayerWeights)
       if (!(w.layers[0].*m).empty()) layer_w32_.*m = ws.alloc(DType::f32, (w.layers[0].*m).shape);
     for (auto m : kStoredActivations) layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
@@ -156,8 +157,8 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
 
   // Inputs: tokens as given; labels and the loss mask transposed to the [s, b] row order.
   backend_.copy_from_host(tokens_.data, batch.tokens.data, batch.tokens.bytes());
-  std::vector<int32_t> labels_sb(static_cast<size_t>(N));
-  std::vector<float> dlosses(static_cast<size_t>(N));
+  std::vector<int32_t>& labels_sb = host_labels_;
+  std::vector<float>& dlosses = host_dlosses_;
   LossSums sums;
   for (int64_t j = 0; j < b_; ++j)
     for (int64_t i = 0; i < s_; ++i) {
@@ -170,7 +171,7 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   backend_.copy_from_host(labels_.data, labels_sb.data(), labels_.bytes());
   backend_.copy_from_host(dlosses_.data, dlosses.data(), dlosses_.bytes());
 
-  const GptTensors w = params_->values();
+  const GptTensors& w = params_->values();
   const DType dtype = config_.params_dtype;
   const TensorView emb = scratch_.dense;  // [N, h] transient
   embedding_fwd(emb.reshape({s_, b_, config_.hidden_size}), tokens_, TensorView(),
@@ -187,7 +188,7 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   round_to_dtype(final_out_, dtype);
   output_head_fwd(grad_scale_);
 
-  std::vector<float> losses(static_cast<size_t>(N));
+  std::vector<float>& losses = host_losses_;
   backend_.copy_to_host(losses.data(), losses_.data, losses_.bytes());
   for (int64_t n = 0; n < N; ++n) sums.loss_sum += static_cast<double>(mask_sb_[n]) * losses[n];
   return sums;
@@ -195,8 +196,8 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
 
 void GptModel::output_head_fwd(float grad_scale) {
   const int64_t N = s_ * b_;
-  const GptTensors w = params_->values();
-  const GptTensors g = params_->grads();
+  const GptTensors& w = params_->values();
+  const GptTensors& g = params_->grads();
   const TensorView output_weight = as_f32(w.output_weight, vocab_w32_);
   if (grad_scale != 0.0f) zero(dfinal_);
   for (int64_t r0 = 0; r0 < N; r0 += head_chunk_) {
@@ -218,8 +219,8 @@ void GptModel::output_head_fwd(float grad_scale) {
 
 void GptModel::backward() {
   MT_CHECK(grad_scale_ != 0.0f) << "GptModel::backward needs a forward with a nonzero grad_scale";
-  const GptTensors w = params_->values();
-  const GptTensors g = params_->grads();
+  const GptTensors& w = params_->values();
+  const GptTensors& g = params_->grads();
   zero(dx_);
   const TensorView last = config_.num_layers > 0 ? layers_.back().out : x0_;
   norm_bwd(config_, dx_, g.final_norm_weight, g.final_norm_bias, dfinal_, as_f32(last, x32_[1]),

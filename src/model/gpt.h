@@ -96,7 +96,9 @@ class GptModel {
   // Inputs copied to the device.
   TensorView tokens_;      // i32 [b, s]
   TensorView labels_;      // i32 [N] in [s, b] row order
-  std::vector<float> mask_sb_;  // host [N]: loss mask in row order [s, b]
+  // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
+  std::vector<float> mask_sb_, host_dlosses_, host_losses_;
+  std::vector<int32_t> host_labels_;
   // Saved activations.
   TensorView emb_drop_mask_;  // u8 [N, h]
   TensorView x0_;             // [N, h] embedding output after dropout (layer 0 input)

@@ -67,6 +67,8 @@ ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracke
   }
   value_arena_->zero_used();
   grad_arena_->zero_used();
+  values_ = collect(false);
+  grads_ = collect(true);
 }
 
 void ParamStore::init(uint64_t seed) {

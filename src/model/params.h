@@ -56,8 +56,9 @@ class ParamStore {
   Param& get(const std::string& name);
   int64_t numel() const;
 
-  GptTensors values() const { return collect(false); }
-  GptTensors grads() const { return collect(true); }
+  // Views by role, built once (they are read every step).
+  const GptTensors& values() const { return values_; }
+  const GptTensors& grads() const { return grads_; }
 
  private:
   GptTensors collect(bool grads) const;
@@ -67,6 +68,7 @@ class ParamStore {
   std::vector<Param> params_;
   std::unique_ptr<Arena> value_arena_;
   std::unique_ptr<Arena> grad_arena_;
+  GptTensors values_, grads_;
 };
 
 }  // namespace mt
