@@ -80,10 +80,13 @@ void ParamStore::init(uint64_t seed) {
     host.resize(static_cast<size_t>(p.value.numel()));
     const RngStream rng{seed, stream_id(p.name)};
     const double std = p.init == InitKind::scaled_normal ? scaled_sigma : sigma;
-    for (size_t i = 0; i < host.size(); ++i) {
+    const auto n = static_cast<int64_t>(host.size());
+    // Each value is a pure function of (seed, name, index), so threads may draw in any order.
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
       switch (p.init) {
         case InitKind::normal:
-        case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(i)); break;
+        case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(static_cast<uint64_t>(i))); break;
         case InitKind::ones: host[i] = 1.0f; break;
         case InitKind::zeros: host[i] = 0.0f; break;
       }
