@@ -15,34 +15,15 @@
 #include "base/error.h"
 #include "data/gpt_dataset.h"
 #include "data/mock_dataset.h"
+#include "text_fixture.h"
 
 namespace mt {
 namespace {
 
-struct Record {
-  std::string key;
-  std::vector<std::string> fields;
-  int64_t i(size_t k) const { return std::stoll(fields.at(k)); }
-  uint64_t u(size_t k) const { return std::stoull(fields.at(k)); }
-};
+using test::Record;
 
 const std::vector<Record>& fixture() {
-  static const std::vector<Record> all = [] {
-    const std::string path = std::string(MT_SOURCE_DIR) + "/tests/golden/data_gpt_dataset.txt";
-    std::ifstream in(path);
-    EXPECT_TRUE(in.good()) << "missing fixture " << path << "; run tools/ref/gpt_dataset_ref.py";
-    std::vector<Record> out;
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty() || line[0] == '#') continue;
-      std::istringstream ss(line);
-      Record r;
-      ss >> r.key;
-      for (std::string f; ss >> f;) r.fields.push_back(f);
-      out.push_back(std::move(r));
-    }
-    return out;
-  }();
+  static const std::vector<Record> all = test::load_text_fixture("data_gpt_dataset.txt");
   return all;
 }
 

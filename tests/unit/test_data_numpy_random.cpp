@@ -12,37 +12,16 @@
 #include <vector>
 
 #include "data/numpy_random.h"
+#include "text_fixture.h"
 
 namespace mt {
 namespace {
 
-// One fixture line: a key and its whitespace-separated fields.
-struct Record {
-  std::string key;
-  std::vector<std::string> fields;
-  uint64_t u(size_t i) const { return std::stoull(fields.at(i)); }
-  int64_t i(size_t k) const { return std::stoll(fields.at(k)); }
-};
-
-std::vector<Record> load_fixture(const std::string& name) {
-  const std::string path = std::string(MT_SOURCE_DIR) + "/tests/golden/" + name;
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << "missing fixture " << path << "; run tools/ref/gpt_dataset_ref.py";
-  std::vector<Record> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::istringstream ss(line);
-    Record r;
-    ss >> r.key;
-    for (std::string f; ss >> f;) r.fields.push_back(f);
-    out.push_back(std::move(r));
-  }
-  return out;
-}
+using test::Record;
+using test::load_text_fixture;
 
 std::vector<Record> records(const std::string& key) {
-  static const std::vector<Record> all = load_fixture("data_numpy_random.txt");
+  static const std::vector<Record> all = load_text_fixture("data_numpy_random.txt");
   std::vector<Record> out;
   for (const Record& r : all)
     if (r.key == key) out.push_back(r);
