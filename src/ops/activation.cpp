@@ -1,6 +1,7 @@
 // Validates the activation ops once for every backend, then routes to the backend owning the memory.
 // Tensors may carry any leading dims; the activation acts on the last one.
 #include "ops/activation.h"
+#include "ops/dispatch.h"
 
 #include "backend/cpu/activation.h"
 
@@ -23,8 +24,6 @@ Shape doubled_last(const TensorView& t) {
 void check_form(GeluForm form, const char* op) {
   MT_CHECK(form == GeluForm::erf || form == GeluForm::tanh) << op << ": unknown GeluForm " << static_cast<int>(form);
 }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 

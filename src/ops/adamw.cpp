@@ -1,5 +1,6 @@
 // Validates the AdamW step once for every backend, then routes to the backend owning the memory.
 #include "ops/adamw.h"
+#include "ops/dispatch.h"
 
 #include <cmath>
 
@@ -30,7 +31,7 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
     case Device::cpu: return cpu::adamw_update(param, grad, m, v, params);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 }  // namespace mt

@@ -1,6 +1,7 @@
 // Validates attention / RoPE shapes and options once for every backend, then routes to the backend
 // owning the memory.
 #include "ops/attention.h"
+#include "ops/dispatch.h"
 
 #include <cmath>
 #include <limits>
@@ -96,7 +97,7 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
     case Device::cpu: return cpu::rope_tables(cos, sin, base);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
@@ -111,7 +112,7 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
     case Device::cpu: return cpu::qkv_split_rope_fwd(q, k, v, qkv, cos, sin);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
@@ -126,7 +127,7 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
     case Device::cpu: return cpu::qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
@@ -143,7 +144,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
     case Device::cpu: return cpu::attention_fwd(out, lse, q, k, v, options);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
@@ -167,7 +168,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
     case Device::cpu: return cpu::attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
@@ -190,7 +191,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
     case Device::cpu: return cpu::attention_probs_fwd(out, probs, mask, q, k, v, options);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
@@ -218,7 +219,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
     case Device::cpu: return cpu::attention_probs_bwd(dq, dk, dv, dout, probs, mask, q, k, v, options, workspace);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 }  // namespace mt

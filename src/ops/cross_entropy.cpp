@@ -1,6 +1,7 @@
 // Validates the cross-entropy ops once for every backend, then routes to the backend owning the
 // memory (the backend checks label values, which only it can read).
 #include "ops/cross_entropy.h"
+#include "ops/dispatch.h"
 
 #include <cstdint>
 
@@ -24,8 +25,6 @@ int64_t check_logits(const TensorView& logits, const char* op) {
   check_tensor(logits, logits.shape, DType::f32, op, "logits");
   return logits.dim(0);
 }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 

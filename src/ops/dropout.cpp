@@ -1,5 +1,6 @@
 // Validates the dropout ops once for every backend, then routes to the backend owning the memory.
 #include "ops/dropout.h"
+#include "ops/dispatch.h"
 
 #include <cmath>
 
@@ -19,8 +20,6 @@ void check_p(float p, const char* op) {
   MT_CHECK(std::isfinite(p) && p >= 0.0f && p < 1.0f) << op << ": dropout probability " << p
                                                        << " must lie in [0, 1)";
 }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 // Validates the elementwise ops once for every backend, then routes to the backend owning the memory.
 #include "ops/elementwise.h"
+#include "ops/dispatch.h"
 
 #include "backend/cpu/elementwise.h"
 
@@ -17,8 +18,6 @@ void check_not_empty(const TensorView& t, const char* op, const char* name) {
 }
 
 bool is_float_type(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Validates the embedding op's shapes once for every backend, then routes to the backend owning the
 // memory (the backend checks the id values, which only it can read).
 #include "ops/embedding.h"
+#include "ops/dispatch.h"
 
 #include "backend/cpu/embedding.h"
 
@@ -38,8 +39,6 @@ int64_t check_embedding_args(const TensorView& tokens, const TensorView& positio
   }
   return h;
 }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 

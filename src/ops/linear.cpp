@@ -1,5 +1,6 @@
 // Validates shapes once for every backend, then routes to the backend owning the memory.
 #include "ops/linear.h"
+#include "ops/dispatch.h"
 
 #include "backend/cpu/linear.h"
 
@@ -20,7 +21,7 @@ void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& 
     case Device::cpu: return cpu::linear_fwd(out, inp, weight, bias);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
@@ -39,7 +40,7 @@ void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorV
     case Device::cpu: return cpu::linear_bwd(dinp, dweight, dbias, dout, inp, weight);
     case Device::cuda: break;
   }
-  MT_FAIL() << op << ": no kernel for this device in this build";
+  no_kernel(op);
 }
 
 }  // namespace mt

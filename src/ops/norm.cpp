@@ -1,6 +1,7 @@
 // Validates LayerNorm/RMSNorm arguments once for every backend, then routes to the backend owning
 // the memory.  inp may carry any leading dims ([N, h] or [s, b, h]); rows N = numel / h.
 #include "ops/norm.h"
+#include "ops/dispatch.h"
 
 #include <cmath>
 
@@ -45,8 +46,6 @@ void check_vec(const TensorView& t, int64_t h, const char* op, const char* name)
 void check_eps(float eps, const char* op) {
   MT_CHECK(std::isfinite(eps) && eps >= 0.0f) << op << ": eps " << eps << " must be finite and >= 0";
 }
-
-[[noreturn]] void no_kernel(const char* op) { MT_FAIL() << op << ": no kernel for this device in this build"; }
 
 }  // namespace
 
