@@ -23,8 +23,19 @@ const char* better_coretype() {
 }
 }  // namespace
 
+// Started as `ld.so ./megatron ...`, /proc/self/exe is the loader and argv is already shifted:
+// re-executing would lose the program, so keep the kernels OpenBLAS chose.
+bool started_through_loader() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return true;
+  path[n] = '\0';
+  const char* base = std::strrchr(path, '/');
+  return std::strncmp(base ? base + 1 : path, "ld-", 3) == 0;
+}
+
 void retune_openblas_or_continue(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || started_through_loader()) return;
   const char* coretype = better_coretype();
   if (coretype == nullptr) return;
   setenv("OPENBLAS_CORETYPE", coretype, 1);

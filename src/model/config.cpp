@@ -28,6 +28,10 @@ void ModelConfig::finalize(int64_t tp) {
   }
   if (max_position_embeddings == 0) max_position_embeddings = seq_length;
 
+  MT_CHECK(num_query_groups > 0) << "--num-query-groups must be positive, got " << num_query_groups;
+  MT_CHECK(kv_channels > 0) << "--kv-channels must be positive, got " << kv_channels;
+  MT_CHECK(max_position_embeddings > 0) << "--max-position-embeddings must be positive, got "
+                                        << max_position_embeddings;
   MT_CHECK(num_attention_heads % num_query_groups == 0)
       << "--num-attention-heads " << num_attention_heads << " is not divisible by --num-query-groups "
       << num_query_groups;
@@ -43,6 +47,9 @@ void ModelConfig::finalize(int64_t tp) {
         << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings;
   } else {
     MT_CHECK(kv_channels % 2 == 0) << "RoPE needs an even head dimension, got --kv-channels " << kv_channels;
+    MT_CHECK(seq_length <= max_position_embeddings)
+        << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings
+        << " (the RoPE tables cover that many positions)";
     MT_CHECK(rotary_base > 0) << "--rotary-base must be positive";
   }
   MT_CHECK(norm_epsilon > 0) << "--norm-epsilon must be positive";
@@ -50,7 +57,9 @@ void ModelConfig::finalize(int64_t tp) {
   MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
       << "--attention-dropout must be in [0, 1), got " << attention_dropout;
   MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
-  if (recompute_granularity == RecomputeGranularity::selective) attention_impl = AttentionImpl::flash;
+  MT_CHECK(!(recompute_granularity == RecomputeGranularity::selective && attention_impl == AttentionImpl::unfused))
+      << "--recompute-granularity selective recomputes the attention probabilities, which contradicts "
+         "--attention-backend unfused (it stores them); drop one of the two";
   if (recompute_granularity == RecomputeGranularity::full) {
     MT_CHECK(recompute_num_layers >= 1) << "--recompute-num-layers must be at least 1, got " << recompute_num_layers;
     MT_CHECK(recompute_method == RecomputeMethod::uniform || recompute_num_layers <= num_layers)

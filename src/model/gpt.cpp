@@ -26,6 +26,9 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Backend& back
                    const GptModelOptions& options)
     : config_(config), s_(config.seq_length), b_(micro_batch), backend_(backend) {
   MT_CHECK(micro_batch > 0) << "--micro-batch-size must be positive, got " << micro_batch;
+  MT_CHECK(config.kv_channels > 0 && config.num_query_groups > 0 && config.ffn_hidden_size > 0 &&
+           config.max_position_embeddings > 0)
+      << "GptModel needs a finalized ModelConfig (call ModelConfig::finalize() first)";
   MT_CHECK(options.head_chunk_tokens > 0) << "head_chunk_tokens must be positive";
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   head_chunk_ = std::min(options.head_chunk_tokens, s_ * b_);
@@ -52,8 +55,11 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   emb_drop_mask_ = act.alloc(DType::u8, {N, h});
   x0_ = act.alloc(dtype, {N, h});
   // Layers under full recomputation keep only their output; their other activations live in a
-  // pool with one slot per layer of a recompute group, refilled by the backward.
+  // pool with one slot per layer of a recompute group, refilled by the backward. Only a group's
+  // last output stays (it is the next group's input); inner outputs live in the pool, as in
+  // Megatron, which keeps just each group's input.
   std::vector<LayerActivations> pool;
+  const int64_t largest_group = config_.recompute_group_first(0) < 0 ? 0 : config_.recompute_group_size(0);
   layers_.clear();
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const int64_t first = config_.recompute_group_first(i);
@@ -61,10 +67,13 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
       layers_.push_back(alloc_layer_activations(act, config_, shape, dtype));
       continue;
     }
-    while (static_cast<int64_t>(pool.size()) <= i - first)
-      pool.push_back(alloc_layer_activations(act, config_, shape, dtype));
-    LayerActivations layer = pool[i - first];
-    layer.out = act.alloc(dtype, {N, h});
+    const int64_t slot = i - first;
+    while (static_cast<int64_t>(pool.size()) <= slot) {
+      const bool inner = static_cast<int64_t>(pool.size()) < largest_group - 1;  // has a successor in its group
+      pool.push_back(alloc_layer_activations(act, config_, shape, dtype, inner));
+    }
+    LayerActivations layer = pool[slot];
+    if (i == first + config_.recompute_group_size(first) - 1) layer.out = act.alloc(dtype, {N, h});
     layers_.push_back(layer);
   }
   if (config_.normalization == Normalization::layernorm) final_mean_ = act.alloc(DType::f32, {N});
@@ -85,7 +94,9 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
     const GptTensors& w = params_->values();
     for (auto m : kLayerWeights)
       if (!(w.layers[0].*m).empty()) layer_w32_.*m = ws.alloc(DType::f32, (w.layers[0].*m).shape);
-    for (auto m : kStoredActivations) layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
+    // The f32 output goes to x32_ (ping-pong), never to this staging.
+    for (auto m : kStoredActivations)
+      if (m != &LayerActivations::out) layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
     vocab_w32_ = ws.alloc(DType::f32, {V, h});
     if (!w.position_embeddings.empty()) pos_w32_ = ws.alloc(DType::f32, w.position_embeddings.shape);
     final_w32_ = ws.alloc(DType::f32, {h});
@@ -120,7 +131,10 @@ TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView&
 LayerActivations GptModel::layer_activations_f32(int64_t i, bool load) {
   if (!mixed()) return layers_[i];
   LayerActivations f = layers_[i];
-  for (auto m : kStoredActivations) f.*m = load ? as_f32(layers_[i].*m, layer_act32_.*m) : layer_act32_.*m;
+  for (auto m : kStoredActivations) {
+    if (m == &LayerActivations::out) continue;  // the backward never reads it; the forward uses x32_
+    f.*m = load ? as_f32(layers_[i].*m, layer_act32_.*m) : layer_act32_.*m;
+  }
   return f;
 }
 
@@ -150,6 +164,9 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   }
   MT_CHECK(batch.tokens.device == Device::cpu && batch.labels.device == Device::cpu && batch.loss_mask.device == Device::cpu)
       << op << ": the micro-batch must be in host memory";
+  // A training forward computes the output layer's gradient at once; a second forward before its
+  // backward would silently lose the rest of that micro-batch's gradient.
+  MT_CHECK(grad_scale_ == 0.0f) << op << ": the previous training forward has not had its backward() yet";
   round_ = options.dropout_round;
   dropout_ = options.dropout;
   grad_scale_ = options.grad_scale;

@@ -21,7 +21,7 @@ struct IterationStats {
   float weight_decay = 0.0f;     // weight decay it used
   float logged_lr = 0.0f;        // the scheduler's lr after this iteration (what Megatron logs)
   bool skipped = false;          // update skipped (fp16 overflow); the schedule did not advance
-  float loss_scale = 1.0f;       // the scale this iteration's gradients carried
+  float loss_scale = 1.0f;       // the loss scale after this iteration's update (as logged)
   double elapsed_ms = 0.0;       // wall time of this iteration's train step alone
 };
 

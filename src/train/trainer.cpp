@@ -132,7 +132,7 @@ IterationStats Trainer::train_step() {
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
   st.skipped = step.found_inf && scaler_.has_value();
   if (scaler_) scaler_->update(step.found_inf);
-  st.loss_scale = scale;
+  st.loss_scale = loss_scale();  // after the update, as Megatron logs it
   MT_CHECK(st.skipped || std::isfinite(step.grad_norm))
       << "found " << (std::isnan(step.grad_norm) ? "NaN" : "Inf") << " in the gradients at iteration " << st.iteration
       << " (grad norm " << step.grad_norm << "): training diverged; lower --lr, lengthen the warmup "

@@ -119,6 +119,23 @@ TEST(ModelGradcheck, DropoutRoundChangesMasksAndEvaluationHasNone) {
   EXPECT_NE(e, a);
 }
 
+TEST(ModelGradcheck, MisuseIsAnErrorNotASilentlyWrongGradient) {
+  const ModelConfig c = tiny(false);
+  GptModel model(c, 2, cpu_backend(), nullptr);
+  test::HostTensor tokens = test::randint({2, c.seq_length}, 37, 1), labels = test::randint({2, c.seq_length}, 37, 2);
+  const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+  EXPECT_THROW(model.backward(), Error);  // no forward yet
+  ForwardOptions train;
+  train.grad_scale = 1.0f;
+  model.forward(batch, train);
+  EXPECT_THROW(model.forward(batch, train), Error);  // the first one's backward is pending
+  model.backward();
+  EXPECT_THROW(model.backward(), Error);  // one backward per forward
+  ModelConfig raw;
+  raw.vocab_size = 10;
+  EXPECT_THROW(GptModel(raw, 2, cpu_backend(), nullptr), Error);  // not finalized
+}
+
 }  // namespace
 }  // namespace mt
 

@@ -1,5 +1,6 @@
 // Activation recomputation must not change a single bit of the loss or the gradients (the rerun
 // forward uses the same weights, inputs and dropout masks), and must shrink saved activations.
+#include "backend/arena.h"
 #include "model/gpt.h"
 #include "testing.h"
 
@@ -86,19 +87,21 @@ TEST(Recompute, EveryMethodGivesBitIdenticalGradients) {
 
 TEST(Recompute, SavedActivationsShrinkByTheRecomputedLayers) {
   const Setting none{RecomputeGranularity::none, RecomputeMethod::uniform, 1};
-  const Setting block1{RecomputeGranularity::full, RecomputeMethod::block, 1};
-  const Setting block2{RecomputeGranularity::full, RecomputeMethod::block, 2};
-  const Setting uniform3{RecomputeGranularity::full, RecomputeMethod::uniform, 3};
-  const size_t base = run(DType::f32, none).activation_bytes;
   const ModelConfig c = config(DType::f32, none);
-  const size_t out_bytes = static_cast<size_t>(c.seq_length * 2 * c.hidden_size * 4);
-  // Block with one layer: that layer still needs a pool slot, so nothing is saved yet beyond
-  // the slot's own output; with two layers, one full layer's activations minus its output go.
-  const size_t r1 = run(DType::f32, block1).activation_bytes, r2 = run(DType::f32, block2).activation_bytes;
-  EXPECT_EQ(r1, base + out_bytes);
-  const size_t per_layer = base - r2 + 2 * out_bytes;  // bytes of one layer's activations incl. output
-  EXPECT_EQ(r2, base - per_layer + 2 * out_bytes);
-  EXPECT_EQ(run(DType::f32, uniform3).activation_bytes, base + 3 * out_bytes);
+  // One layer's saved bytes (L) and its output's (O), measured from the layer definition.
+  Arena measure(MemCategory::activations);
+  alloc_layer_activations(measure, c, {c.seq_length, 2}, DType::f32);
+  const size_t L = measure.requested(), O = static_cast<size_t>(c.seq_length * 2 * c.hidden_size * 4);
+  const size_t base = run(DType::f32, none).activation_bytes;
+  auto bytes = [](RecomputeMethod method, int64_t layers) {
+    return run(DType::f32, {RecomputeGranularity::full, method, layers}).activation_bytes;
+  };
+  // Recomputed layers keep only the last output of their group; the others share one pool of
+  // slots as large as a group (the slot of a group's last layer has no output of its own).
+  EXPECT_EQ(bytes(RecomputeMethod::block, 1), base);                  // 1 slot (L - O) + 1 output
+  EXPECT_EQ(bytes(RecomputeMethod::block, 2), base - L + O);          // 1 slot + 2 outputs, for 2 layers
+  EXPECT_EQ(bytes(RecomputeMethod::uniform, 1), base - 2 * L + 2 * O);  // 1 slot + 3 outputs, for 3 layers
+  EXPECT_EQ(bytes(RecomputeMethod::uniform, 3), base);                // one group: everything coexists
 }
 
 TEST(Recompute, BadSettingsAreRejected) {

@@ -64,8 +64,10 @@ TEST(TrainPrecision, Fp16OverflowSkipsIterationsWithoutAdvancingTheSchedule) {
   for (const IterationStats& st : run) skipped += st.skipped;
   ASSERT_GE(skipped, 3);
   EXPECT_TRUE(run[0].skipped && run[1].skipped);
-  EXPECT_EQ(run[1].loss_scale, 4294967296.0f);  // hysteresis 2: the first overflow keeps the scale
-  EXPECT_EQ(run[2].loss_scale, 2147483648.0f);  // the second halved it
+  // Scales as logged, after each update: hysteresis 2 keeps the scale at the first overflow, the
+  // second halves it.
+  EXPECT_EQ(run[0].loss_scale, 4294967296.0f);
+  EXPECT_EQ(run[1].loss_scale, 2147483648.0f);
   // A skipped step leaves the schedule where it was: the LR of the first real update is the
   // warmup's first value (lr((i−1)·gbs) with i counting only successful updates).
   size_t first_update = 0;

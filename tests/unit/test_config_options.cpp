@@ -62,6 +62,20 @@ TEST(ModelConfig, RejectsInconsistentShapesWithClearMessages) {
   EXPECT_NE(error_of([&] { c.finalize(); }).find("--hidden-dropout"), std::string::npos);
   c = base();
   EXPECT_NE(error_of([&] { c.finalize(5); }).find("--tensor-model-parallel-size"), std::string::npos);
+  c = base();
+  c.num_query_groups = -2;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("--num-query-groups must be positive"), std::string::npos);
+  c = base();
+  c.kv_channels = -8;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("--kv-channels must be positive"), std::string::npos);
+  c = base();
+  c.position_embedding_type = PositionEmbedding::rope;
+  c.max_position_embeddings = 32;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("RoPE tables"), std::string::npos);
+  c = base();
+  c.recompute_granularity = RecomputeGranularity::selective;
+  c.attention_impl = AttentionImpl::unfused;
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("drop one of the two"), std::string::npos);
 }
 
 TEST(Options, ParsesTypedValuesAndDefaults) {

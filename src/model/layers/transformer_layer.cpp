@@ -38,7 +38,8 @@ RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const cha
   return RngStream{seed, z ^ (z >> 31)};
 }
 
-LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype) {
+LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype,
+                                         bool with_output) {
   const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   LayerActivations act;
@@ -60,7 +61,7 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   act.norm2_rstd = a.alloc(DType::f32, {N});
   act.fc1_out = a.alloc(dtype, {N, c.fc1_size()});
   act.mlp_drop_mask = a.alloc(DType::u8, {N, h});
-  act.out = a.alloc(dtype, {N, h});
+  if (with_output) act.out = a.alloc(dtype, {N, h});
   return act;
 }
 

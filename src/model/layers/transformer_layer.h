@@ -63,7 +63,9 @@ struct LayerShape {
 
 // Carves one layer's saved activations out of `arena` (a measuring arena gives the size); the
 // kStoredActivations members in `dtype`, the rest f32/u8.
-LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype);
+// with_output = false leaves `out` empty (the caller provides it).
+LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype,
+                                         bool with_output = true);
 LayerScratch alloc_layer_scratch(Arena& arena, const ModelConfig& c, LayerShape shape, int threads);
 
 // Everything a layer needs besides its weights and buffers.
