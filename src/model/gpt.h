@@ -57,11 +57,8 @@ class GptModel {
   // Logits [rows, V_padded] of the last chunk of the last forward (all s·b rows, in [s, b] order,
   // when head_chunk_tokens >= s·b and grad_scale was 0). For tests.
   TensorView last_logits_chunk() const { return logits_chunk_; }
-  // Per-token losses [s, b] of the last forward.
-  TensorView token_losses() const { return losses_.reshape({s_, b_}); }
-  // Bytes of saved activations and of backward scratch (exact, as carved from the arenas).
+  // Bytes of saved activations (exact, as carved from the arena).
   size_t activation_bytes() const { return activations_->requested(); }
-  size_t workspace_bytes() const { return workspace_->requested(); }
   void set_seed(uint64_t seed) { seed_ = seed; }
 
  private:

@@ -44,7 +44,6 @@ class AdamW {
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
   int64_t steps() const { return step_; }
-  size_t state_bytes() const { return state_->requested(); }
 
  private:
   std::vector<Param>& params_;
