@@ -1,0 +1,20 @@
+// Owns make_tokenizer: --tokenizer-type and its file flags -> one Tokenizer (see tokenizer.h).
+#include "data/tokenizer.h"
+
+#include "base/error.h"
+#include "data/tokenizer_null.h"
+
+namespace mt {
+
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
+  const std::string& type = options.type;
+  MT_CHECK(!type.empty()) << "--tokenizer-type is required (NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer)";
+  if (type == "NullTokenizer") {
+    MT_CHECK(options.vocab_size.has_value()) << "--tokenizer-type NullTokenizer needs --vocab-size";
+    return std::make_unique<NullTokenizer>(*options.vocab_size, options.null_tokenizer_eod_id);
+  }
+  MT_FAIL() << "--tokenizer-type " << type
+            << " is not supported; use NullTokenizer, GPT2BPETokenizer or SentencePieceTokenizer";
+}
+
+}  // namespace mt

@@ -1,0 +1,43 @@
+// Owns the tokenizer interface every data path shares (Megatron's MegatronTokenizer): encode,
+// decode, vocabulary size and the special ids, and the factory that builds one from the
+// tokenizer flags (--tokenizer-type and its files).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mt {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // What Megatron's tokenizer.vocab_size reports (before --make-vocab-size-divisible-by padding).
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t eod() const = 0;
+  // Ids the tokenizer does not define are nullopt (Megatron's datasets then use -1 as pad).
+  virtual std::optional<int64_t> bos() const { return std::nullopt; }
+  virtual std::optional<int64_t> pad() const { return std::nullopt; }
+};
+
+// The tokenizer flags, as Megatron names them.
+struct TokenizerOptions {
+  std::string type;             // --tokenizer-type
+  std::string vocab_file;       // --vocab-file
+  std::string merge_file;       // --merge-file
+  std::string model;            // --tokenizer-model
+  std::optional<int64_t> vocab_size;  // --vocab-size (NullTokenizer)
+  std::optional<int64_t> null_tokenizer_eod_id;  // --null-tokenizer-eod-id (NullTokenizer)
+};
+
+// Types: NullTokenizer (--vocab-size), GPT2BPETokenizer (--vocab-file, --merge-file).
+// Throws mt::Error naming the missing flag or unreadable file.
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
+
+}  // namespace mt
