@@ -8,6 +8,7 @@ packages=(
   libopenblas-openmp-dev                # GEMM (the OpenMP build shares our thread pool)
   nlohmann-json3-dev                    # safetensors headers
   libyaml-cpp-dev                       # --config files
+  libopenmpi-dev openmpi-bin            # multi-rank runs (mpirun) and the parallel tests
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
 )

@@ -7,7 +7,8 @@
 
 namespace mt {
 
-void ModelConfig::finalize(int64_t tp) {
+void ModelConfig::finalize() {
+  const int64_t tp = tensor_model_parallel_size;
   MT_CHECK(num_layers > 0) << "--num-layers must be positive, got " << num_layers;
   MT_CHECK(hidden_size > 0) << "--hidden-size must be positive, got " << hidden_size;
   MT_CHECK(num_attention_heads > 0) << "--num-attention-heads must be positive, got " << num_attention_heads;
@@ -36,12 +37,16 @@ void ModelConfig::finalize(int64_t tp) {
       << "--num-attention-heads " << num_attention_heads << " is not divisible by --num-query-groups "
       << num_query_groups;
   MT_CHECK(ffn_hidden_size > 0) << "--ffn-hidden-size must be positive";
-  MT_CHECK(tp > 0 && num_attention_heads % tp == 0)
+  MT_CHECK(tp > 0) << "--tensor-model-parallel-size must be positive, got " << tp;
+  MT_CHECK(num_attention_heads % tp == 0)
       << "--num-attention-heads " << num_attention_heads << " is not divisible by --tensor-model-parallel-size " << tp;
   MT_CHECK(num_query_groups % tp == 0)
       << "--num-query-groups " << num_query_groups << " is not divisible by --tensor-model-parallel-size " << tp;
   MT_CHECK(ffn_hidden_size % tp == 0)
       << "--ffn-hidden-size " << ffn_hidden_size << " is not divisible by --tensor-model-parallel-size " << tp;
+  MT_CHECK(!sequence_parallel || seq_length % tp == 0)
+      << "--sequence-parallel splits the sequence over the tensor-parallel ranks: --seq-length " << seq_length
+      << " is not divisible by --tensor-model-parallel-size " << tp;
   if (position_embedding_type == PositionEmbedding::learned_absolute) {
     MT_CHECK(seq_length <= max_position_embeddings)
         << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings;
@@ -81,8 +86,16 @@ int64_t ModelConfig::recompute_group_size(int64_t first) const {
   return std::min(recompute_num_layers, num_layers - first);
 }
 
-int64_t ModelConfig::padded_vocab_size(int64_t tp) const {
-  const int64_t multiple = make_vocab_size_divisible_by * tp;
+ModelConfig ModelConfig::tp_local() const {
+  ModelConfig c = *this;
+  c.num_attention_heads /= tensor_model_parallel_size;
+  c.num_query_groups /= tensor_model_parallel_size;
+  c.ffn_hidden_size /= tensor_model_parallel_size;
+  return c;
+}
+
+int64_t ModelConfig::padded_vocab_size() const {
+  const int64_t multiple = make_vocab_size_divisible_by * tensor_model_parallel_size;
   return (vocab_size + multiple - 1) / multiple * multiple;
 }
 

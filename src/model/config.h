@@ -53,16 +53,26 @@ struct ModelConfig {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int64_t recompute_num_layers = 1;     // --recompute-num-layers
+  // Tensor parallelism: heads, query groups, the MLP and the vocabulary are split over this many
+  // ranks; with sequence_parallel the norms, dropout and residual adds run on s/t tokens each.
+  int64_t tensor_model_parallel_size = 1;  // --tensor-model-parallel-size
+  bool sequence_parallel = false;          // --sequence-parallel
 
   // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
-  void finalize(int64_t tensor_parallel_size = 1);
+  void finalize();
 
   // Derived sizes (valid after finalize()).
-  int64_t padded_vocab_size(int64_t tensor_parallel_size = 1) const;
+  // Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by · tp, so the padded
+  // size (and with it the model) depends on the tensor-parallel size unless the vocabulary is
+  // already such a multiple.
+  int64_t padded_vocab_size() const;
   int64_t qkv_size() const { return (num_attention_heads + 2 * num_query_groups) * kv_channels; }
   int64_t attention_size() const { return num_attention_heads * kv_channels; }
   int64_t fc1_size() const { return activation == Activation::swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }
   bool has_position_table() const { return position_embedding_type == PositionEmbedding::learned_absolute; }
+  // The shape one tensor-parallel rank computes: heads, query groups and the MLP width divided by
+  // tp (the layer code runs on this config); hidden size, head dimension and the rest unchanged.
+  ModelConfig tp_local() const;
   // Full recomputation: the first layer of the group that layer i is recomputed with, or -1 when
   // layer i keeps its activations. Groups are [first, first + recompute_group_size(first)).
   int64_t recompute_group_first(int64_t layer) const;

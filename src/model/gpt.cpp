@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
+#include "parallel/mappings.h"
 
 namespace mt {
 
@@ -24,15 +25,20 @@ constexpr TensorView LayerTensors::*kLayerWeights[] = {
 
 GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Backend& backend, MemoryTracker* tracker,
                    const GptModelOptions& options)
-    : config_(config), s_(config.seq_length), b_(micro_batch), backend_(backend) {
+    : config_(config), local_(config.tp_local()), s_(config.seq_length), b_(micro_batch), backend_(backend) {
   MT_CHECK(micro_batch > 0) << "--micro-batch-size must be positive, got " << micro_batch;
   MT_CHECK(config.kv_channels > 0 && config.num_query_groups > 0 && config.ffn_hidden_size > 0 &&
            config.max_position_embeddings > 0)
       << "GptModel needs a finalized ModelConfig (call ModelConfig::finalize() first)";
   MT_CHECK(options.head_chunk_tokens > 0) << "head_chunk_tokens must be positive";
+  tp_ = TensorParallel{options.tp_comm, config.sequence_parallel};
+  MT_CHECK(tp_.size() == config.tensor_model_parallel_size)
+      << "the tensor-parallel group has " << tp_.size() << " ranks but --tensor-model-parallel-size is "
+      << config.tensor_model_parallel_size;
+  local_rows_ = tp_.local_rows(s_ * b_);
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
   head_chunk_ = std::min(options.head_chunk_tokens, s_ * b_);
-  params_ = std::make_unique<ParamStore>(config_, backend, tracker);
+  params_ = std::make_unique<ParamStore>(config_, backend, tracker, tp_.rank());
   // Run the carving once on measuring arenas to learn the exact sizes, then for real.
   Arena measure_act(MemCategory::activations), measure_ws(MemCategory::workspace);
   carve(measure_act, measure_ws, threads);
@@ -47,13 +53,13 @@ GptModel::GptModel(const ModelConfig& config, int64_t micro_batch, Backend& back
 }
 
 void GptModel::carve(Arena& act, Arena& ws, int threads) {
-  const int64_t N = s_ * b_, h = config_.hidden_size, V = config_.padded_vocab_size();
-  const LayerShape shape{s_, b_};
+  const int64_t N = s_ * b_, Nl = local_rows_, h = config_.hidden_size, V = config_.padded_vocab_size() / tp_.size();
+  const LayerShape shape = layer_context(0).shape;
   tokens_ = ws.alloc(DType::i32, {b_, s_});
   labels_ = ws.alloc(DType::i32, {N});
   const DType dtype = config_.params_dtype;
-  emb_drop_mask_ = act.alloc(DType::u8, {N, h});
-  x0_ = act.alloc(dtype, {N, h});
+  emb_drop_mask_ = act.alloc(DType::u8, {Nl, h});
+  x0_ = act.alloc(dtype, {Nl, h});
   // Layers under full recomputation keep only their output; their other activations live in a
   // pool with one slot per layer of a recompute group, refilled by the backward. Only a group's
   // last output stays (it is the next group's input); inner outputs live in the pool, as in
@@ -64,28 +70,32 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     const int64_t first = config_.recompute_group_first(i);
     if (first < 0) {
-      layers_.push_back(alloc_layer_activations(act, config_, shape, dtype));
+      layers_.push_back(alloc_layer_activations(act, local_, shape, dtype));
       continue;
     }
     const int64_t slot = i - first;
     while (static_cast<int64_t>(pool.size()) <= slot) {
       const bool inner = static_cast<int64_t>(pool.size()) < largest_group - 1;  // has a successor in its group
-      pool.push_back(alloc_layer_activations(act, config_, shape, dtype, inner));
+      pool.push_back(alloc_layer_activations(act, local_, shape, dtype, inner));
     }
     LayerActivations layer = pool[slot];
-    if (i == first + config_.recompute_group_size(first) - 1) layer.out = act.alloc(dtype, {N, h});
+    if (i == first + config_.recompute_group_size(first) - 1) layer.out = act.alloc(dtype, {Nl, h});
     layers_.push_back(layer);
   }
-  if (config_.normalization == Normalization::layernorm) final_mean_ = act.alloc(DType::f32, {N});
-  final_rstd_ = act.alloc(DType::f32, {N});
-  dfinal_ = act.alloc(DType::f32, {N, h});
+  if (config_.normalization == Normalization::layernorm) final_mean_ = act.alloc(DType::f32, {Nl});
+  final_rstd_ = act.alloc(DType::f32, {Nl});
+  // Without sequence parallelism the output layer's input gradient is a [N, h] partial sum here
+  // until its all-reduce; with it the partial sums go to scratch and this keeps the local rows.
+  dfinal_ = act.alloc(DType::f32, {Nl, h});
   losses_ = act.alloc(DType::f32, {N});
-  scratch_ = alloc_layer_scratch(ws, config_, shape, threads);
-  final_out_ = ws.alloc(DType::f32, {N, h});
+  scratch_ = alloc_layer_scratch(ws, local_, shape, threads);
+  final_out_ = ws.alloc(DType::f32, {Nl, h});
   logits_chunk_ = ws.alloc(DType::f32, {head_chunk_, V});
   lse_ = ws.alloc(DType::f32, {head_chunk_});
+  if (tp_.active())
+    for (TensorView* t : {&ce_.row_max, &ce_.sum_exp, &ce_.target}) *t = ws.alloc(DType::f32, {head_chunk_});
   dlosses_ = ws.alloc(DType::f32, {N});
-  dx_ = ws.alloc(DType::f32, {N, h});
+  dx_ = ws.alloc(DType::f32, {Nl, h});
   if (config_.position_embedding_type == PositionEmbedding::rope) {
     rope_cos_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
     rope_sin_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
@@ -101,8 +111,8 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
     if (!w.position_embeddings.empty()) pos_w32_ = ws.alloc(DType::f32, w.position_embeddings.shape);
     final_w32_ = ws.alloc(DType::f32, {h});
     if (!w.final_norm_bias.empty()) final_b32_ = ws.alloc(DType::f32, {h});
-    x32_[0] = ws.alloc(DType::f32, {N, h});
-    x32_[1] = ws.alloc(DType::f32, {N, h});
+    x32_[0] = ws.alloc(DType::f32, {Nl, h});
+    x32_[1] = ws.alloc(DType::f32, {Nl, h});
   }
 }
 
@@ -140,8 +150,10 @@ LayerActivations GptModel::layer_activations_f32(int64_t i, bool load) {
 
 LayerContext GptModel::layer_context(int64_t layer) const {
   LayerContext ctx;
-  ctx.config = &config_;
-  ctx.shape = {s_, b_};
+  ctx.config = &local_;
+  ctx.shape = {s_, b_, tp_.sp() ? tp_.size() : 1};
+  ctx.tp = tp_;
+  ctx.total_heads = config_.num_attention_heads;
   ctx.rope_cos = rope_cos_;
   ctx.rope_sin = rope_sin_;
   ctx.seed = seed_;
@@ -190,13 +202,14 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
 
   const GptTensors& w = params_->values();
   const DType dtype = config_.params_dtype;
-  const TensorView emb = scratch_.dense;  // [N, h] transient
-  embedding_fwd(emb.reshape({s_, b_, config_.hidden_size}), tokens_, TensorView(),
-                as_f32(w.word_embeddings, vocab_w32_), as_f32(w.position_embeddings, pos_w32_));
+  const TensorView emb = scratch_.dense;  // [Nl, h] transient
+  vocab_parallel_embedding_fwd(tp_, emb, tokens_, as_f32(w.word_embeddings, vocab_w32_),
+                               as_f32(w.position_embeddings, pos_w32_), vocab_shard(), scratch_.sp_partial);
   round_to_dtype(emb, dtype);
   TensorView x = mixed() ? x32_[0] : x0_;
   dropout_fwd(x, emb_drop_mask_, emb, dropout_ ? config_.hidden_dropout : 0.0f,
-              dropout_stream(seed_, round_, -1, "embedding"), 0);
+              dropout_stream(seed_, round_, -1, "embedding"),
+              static_cast<uint64_t>(tp_.first_row(N) * config_.hidden_size));
   round_to_dtype(x, dtype);
   if (mixed()) cast(x0_, x);
   for (int64_t i = 0; i < config_.num_layers; ++i) x = layer_fwd(w, i, x);
@@ -211,26 +224,45 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   return sums;
 }
 
+VocabShard GptModel::vocab_shard() const {
+  const int64_t rows = config_.padded_vocab_size() / tp_.size();
+  return {tp_.rank() * rows, config_.padded_vocab_size()};
+}
+
 void GptModel::output_head_fwd(float grad_scale) {
   const int64_t N = s_ * b_;
   const GptTensors& w = params_->values();
   const GptTensors& g = params_->grads();
   const TensorView output_weight = as_f32(w.output_weight, vocab_w32_);
-  if (grad_scale != 0.0f) zero(dfinal_);
+  const int64_t vocab_start = vocab_shard().start;
+  // The output layer is column parallel over the vocabulary: its input is the whole sequence
+  // (gathered under sequence parallelism) and its input gradient a partial sum over the shards.
+  TensorView input = final_out_, dinput = dfinal_;
+  if (tp_.sp()) {
+    gather_from_sp_fwd(tp_, scratch_.sp_gathered, final_out_);
+    input = scratch_.sp_gathered;
+    dinput = scratch_.sp_partial;
+  }
+  if (grad_scale != 0.0f) zero(dinput);
   for (int64_t r0 = 0; r0 < N; r0 += head_chunk_) {
     const int64_t rows = std::min(head_chunk_, N - r0);
-    const TensorView x = final_out_.rows(r0, rows), logits = logits_chunk_.rows(0, rows);
+    const TensorView x = input.rows(r0, rows), logits = logits_chunk_.rows(0, rows);
     const TensorView labels = labels_.rows(r0, rows), lse = lse_.rows(0, rows);
     linear_fwd(logits, x, output_weight, TensorView());
     round_to_dtype(logits, config_.params_dtype);  // Megatron's logits are 16-bit; the loss is f32
-    cross_entropy_fwd(losses_.rows(r0, rows), lse, logits, labels);
+    vocab_parallel_cross_entropy_fwd(tp_, losses_.rows(r0, rows), lse, logits, labels, vocab_start, ce_);
     if (grad_scale == 0.0f) continue;
     // The loss is the end of the graph, so its gradient is known now: turn the logits into
     // dlogits in place and push them through the output layer before the next chunk reuses them.
-    cross_entropy_bwd(logits, dlosses_.rows(r0, rows), logits, lse, labels);
+    vocab_parallel_cross_entropy_bwd(tp_, logits, dlosses_.rows(r0, rows), logits, lse, labels, vocab_start);
     round_to_dtype(logits, config_.params_dtype);
-    linear_bwd(dfinal_.rows(r0, rows), g.output_weight, TensorView(), logits, x, output_weight);
+    linear_bwd(dinput.rows(r0, rows), g.output_weight, TensorView(), logits, x, output_weight);
   }
+  if (grad_scale == 0.0f) return;
+  if (tp_.sp())
+    gather_from_sp_bwd(tp_, dfinal_, dinput);
+  else
+    copy_to_tp_bwd(tp_, dfinal_);
   round_to_dtype(dfinal_, config_.params_dtype);
 }
 
@@ -259,8 +291,8 @@ void GptModel::backward() {
   zero(demb);
   dropout_bwd(demb, dx_, emb_drop_mask_, dropout_ ? config_.hidden_dropout : 0.0f);
   round_to_dtype(demb, config_.params_dtype);
-  embedding_bwd(g.word_embeddings, g.position_embeddings, demb.reshape({s_, b_, config_.hidden_size}), tokens_,
-                TensorView());
+  vocab_parallel_embedding_bwd(tp_, g.word_embeddings, g.position_embeddings, demb, tokens_, vocab_shard(),
+                               scratch_.sp_gathered);
   grad_scale_ = 0.0f;  // one backward per forward
 }
 

@@ -9,6 +9,7 @@
 
 #include "model/layers/transformer_layer.h"
 #include "model/params.h"
+#include "parallel/layers.h"
 
 namespace mt {
 
@@ -37,6 +38,9 @@ struct ForwardOptions {
 struct GptModelOptions {
   int threads = 0;                 // OpenMP threads the workspaces are sized for; 0 = all
   int64_t head_chunk_tokens = 256; // rows of logits alive at once in the output layer
+  // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
+  // flag is taken from the config. Every rank of the group runs the same micro-batch.
+  Communicator* tp_comm = nullptr;
 };
 
 class GptModel {
@@ -53,8 +57,9 @@ class GptModel {
 
   ParamStore& params() { return *params_; }
   const ModelConfig& config() const { return config_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
   int64_t micro_batch() const { return b_; }
-  // Logits [rows, V_padded] of the last chunk of the last forward (all s·b rows, in [s, b] order,
+  // Logits [rows, V_padded / t] of the last chunk of the last forward (all s·b rows, in [s, b] order,
   // when head_chunk_tokens >= s·b and grad_scale was 0). For tests.
   TensorView last_logits_chunk() const { return logits_chunk_; }
   // Bytes of saved activations (exact, as carved from the arena).
@@ -77,9 +82,14 @@ class GptModel {
   // Final norm output -> logits -> cross entropy, in chunks of rows; when training also the
   // gradients of the output weight and of the final norm output (into dfinal_).
   void output_head_fwd(float grad_scale);
+  // The word-embedding / output-layer rows this tensor-parallel rank holds.
+  VocabShard vocab_shard() const;
 
   ModelConfig config_;
+  ModelConfig local_;  // what one tensor-parallel rank computes (config_.tp_local())
+  TensorParallel tp_;
   int64_t s_ = 0, b_ = 0;
+  int64_t local_rows_ = 0;  // Nl: residual-stream rows on this rank (N/t under sequence parallelism)
   Backend& backend_;
   uint64_t seed_ = 1234;
   uint64_t round_ = 0;
@@ -96,27 +106,28 @@ class GptModel {
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;
   std::vector<int32_t> host_labels_;
-  // Saved activations.
-  TensorView emb_drop_mask_;  // u8 [N, h]
-  TensorView x0_;             // [N, h] embedding output after dropout (layer 0 input)
+  // Saved activations (Nl rows: the residual stream; see transformer_layer.h).
+  TensorView emb_drop_mask_;  // u8 [Nl, h]
+  TensorView x0_;             // [Nl, h] embedding output after dropout (layer 0 input)
   std::vector<LayerActivations> layers_;
-  TensorView final_mean_, final_rstd_;  // [N]
-  TensorView dfinal_;         // [N, h] gradient of the final norm output, from the forward
+  TensorView final_mean_, final_rstd_;  // [Nl]
+  TensorView dfinal_;         // [Nl, h] gradient of the final norm output, from the forward
   TensorView losses_;         // [N]
   // Scratch.
   LayerScratch scratch_;
-  TensorView final_out_;      // [N, h] final norm output (consumed inside the forward)
-  TensorView logits_chunk_;   // [chunk, V] logits, turned into their gradient in place
+  TensorView final_out_;      // [Nl, h] final norm output (consumed inside the forward)
+  TensorView logits_chunk_;   // [chunk, V/t] logits, turned into their gradient in place
   TensorView lse_;            // [chunk]
+  CrossEntropyScratch ce_;    // 3 x [chunk] (tensor parallelism)
   TensorView dlosses_;        // [N] grad_scale · mask
-  TensorView dx_;             // [N, h] running residual gradient
+  TensorView dx_;             // [Nl, h] running residual gradient
   TensorView rope_cos_, rope_sin_;  // [max_pos, d/2] (RoPE only)
   // f32 staging under --bf16/--fp16 (empty otherwise): one layer's weights and activations,
   // the vocabulary-sized embedding/output weight, and layer inputs/outputs (ping-pong).
   LayerTensors layer_w32_;
   LayerActivations layer_act32_;
   TensorView vocab_w32_, pos_w32_, final_w32_, final_b32_;
-  TensorView x32_[2];         // [N, h]
+  TensorView x32_[2];         // [Nl, h]
 };
 
 }  // namespace mt

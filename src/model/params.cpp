@@ -10,37 +10,52 @@ namespace {
 
 struct ParamSpec {
   std::string name;
-  Shape shape;
+  Shape shape;  // whole
   InitKind init;
+  ShardSpec shard;
+  bool sequence_parallel = false;
 };
 
 std::vector<ParamSpec> param_specs(const ModelConfig& c) {
   const int64_t h = c.hidden_size, v = c.padded_vocab_size();
   const bool layernorm = c.normalization == Normalization::layernorm;
   std::vector<ParamSpec> specs;
-  auto add = [&](std::string name, Shape shape, InitKind init) { specs.push_back({std::move(name), shape, init}); };
+  const ShardSpec whole, rows{0, 1}, columns{1, 1};
+  auto add = [&](std::string name, Shape shape, InitKind init, ShardSpec shard = {}) {
+    specs.push_back({std::move(name), shape, init, shard});
+  };
   auto add_norm = [&](const std::string& prefix) {
     add(prefix + ".weight", {h}, InitKind::ones);
     if (layernorm) add(prefix + ".bias", {h}, InitKind::zeros);
+    for (size_t i = specs.size() - (layernorm ? 2 : 1); i < specs.size(); ++i) specs[i].sequence_parallel = c.sequence_parallel;
   };
-  auto add_linear = [&](const std::string& prefix, int64_t out, int64_t in, InitKind init) {
-    add(prefix + ".weight", {out, in}, init);
-    if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros);
+  // Column-parallel: output rows split (in `blocks` blocks: SwiGLU's gate and up halves each split
+  // t ways, so every rank holds matching halves); row-parallel: input columns split, bias whole.
+  auto add_column_parallel = [&](const std::string& prefix, int64_t out, int64_t in, InitKind init, int64_t blocks) {
+    add(prefix + ".weight", {out, in}, init, {0, blocks});
+    if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros, {0, blocks});
+  };
+  auto add_row_parallel = [&](const std::string& prefix, int64_t out, int64_t in, InitKind init) {
+    add(prefix + ".weight", {out, in}, init, columns);
+    if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros, whole);
   };
 
-  add("embedding.word_embeddings.weight", {v, h}, InitKind::normal);
+  add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
   if (c.has_position_table()) add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, InitKind::normal);
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "decoder.layers." + std::to_string(i) + ".";
     add_norm(p + "input_layernorm");
-    add_linear(p + "self_attention.linear_qkv", c.qkv_size(), h, InitKind::normal);
-    add_linear(p + "self_attention.linear_proj", h, c.attention_size(), InitKind::scaled_normal);
+    // The fused QKV rows are grouped by query group, so t contiguous row blocks give each rank
+    // g/t whole groups with their query heads.
+    add_column_parallel(p + "self_attention.linear_qkv", c.qkv_size(), h, InitKind::normal, 1);
+    add_row_parallel(p + "self_attention.linear_proj", h, c.attention_size(), InitKind::scaled_normal);
     add_norm(p + "pre_mlp_layernorm");
-    add_linear(p + "mlp.linear_fc1", c.fc1_size(), h, InitKind::normal);
-    add_linear(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
+    add_column_parallel(p + "mlp.linear_fc1", c.fc1_size(), h, InitKind::normal,
+                        c.activation == Activation::swiglu ? 2 : 1);
+    add_row_parallel(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
   }
   add_norm("decoder.final_layernorm");
-  if (c.untie_embeddings_and_output_weights) add("output_layer.weight", {v, h}, InitKind::normal);
+  if (c.untie_embeddings_and_output_weights) add("output_layer.weight", {v, h}, InitKind::normal, rows);
   return specs;
 }
 
@@ -51,19 +66,22 @@ bool is_decayed(const ParamSpec& spec) {
 
 }  // namespace
 
-ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker)
-    : config_(config), backend_(backend) {
-  const std::vector<ParamSpec> specs = param_specs(config_);
+ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank)
+    : config_(config), backend_(backend), tp_rank_(tp_rank) {
+  const int t = static_cast<int>(config_.tensor_model_parallel_size);
+  MT_CHECK(tp_rank >= 0 && tp_rank < t) << "tensor-parallel rank " << tp_rank << " out of [0, " << t << ")";
+  std::vector<ParamSpec> specs = param_specs(config_);
   Arena measure_values(MemCategory::weights), measure_grads(MemCategory::grads);
   for (const ParamSpec& s : specs) {
-    measure_values.alloc(config_.params_dtype, s.shape);
-    measure_grads.alloc(DType::f32, s.shape);
+    measure_values.alloc(config_.params_dtype, shard_shape(s.shape, s.shard, t));
+    measure_grads.alloc(DType::f32, shard_shape(s.shape, s.shard, t));
   }
   value_arena_ = std::make_unique<Arena>(backend, MemCategory::weights, measure_values.used(), tracker);
   grad_arena_ = std::make_unique<Arena>(backend, MemCategory::grads, measure_grads.used(), tracker);
   for (const ParamSpec& s : specs) {
-    params_.push_back({s.name, value_arena_->alloc(config_.params_dtype, s.shape),
-                       grad_arena_->alloc(DType::f32, s.shape), s.init, is_decayed(s)});
+    const Shape local = shard_shape(s.shape, s.shard, t);
+    params_.push_back({s.name, value_arena_->alloc(config_.params_dtype, local), grad_arena_->alloc(DType::f32, local),
+                       s.init, is_decayed(s), s.shape, s.shard, s.sequence_parallel && t > 1});
   }
   value_arena_->zero_used();
   grad_arena_->zero_used();
@@ -81,12 +99,15 @@ void ParamStore::init(uint64_t seed) {
     const RngStream rng{seed, stream_id(p.name)};
     const double std = p.init == InitKind::scaled_normal ? scaled_sigma : sigma;
     const auto n = static_cast<int64_t>(host.size());
-    // Each value is a pure function of (seed, name, index), so threads may draw in any order.
+    const int t = static_cast<int>(config_.tensor_model_parallel_size);
+    // Each value is a pure function of (seed, name, whole-tensor index), so threads may draw in
+    // any order and every tensor-parallel layout starts from the same weights.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
+      const auto index = static_cast<uint64_t>(shard_global_index(p.full_shape, p.shard, t, tp_rank_, i));
       switch (p.init) {
         case InitKind::normal:
-        case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(static_cast<uint64_t>(i))); break;
+        case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(index)); break;
         case InitKind::ones: host[i] = 1.0f; break;
         case InitKind::zeros: host[i] = 0.0f; break;
       }

@@ -9,6 +9,7 @@
 
 #include "backend/arena.h"
 #include "model/config.h"
+#include "parallel/shard.h"
 
 namespace mt {
 
@@ -21,9 +22,15 @@ struct Param {
   TensorView grad;
   InitKind init = InitKind::normal;
   bool weight_decay = true;  // Megatron excludes biases and 1-D (norm) parameters from decay
+  Shape full_shape;          // the whole tensor; value/grad hold this rank's shard of it
+  ShardSpec shard;           // how it is split over the tensor-parallel group
+  // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
+  // the gradient is a partial sum until it is all-reduced over the tp group.
+  bool sequence_parallel = false;
 };
 
-// Views of one transformer layer's tensors (all values, or all gradients).  Empty views for
+// Views of one transformer layer's tensors (all values, or all gradients); shapes are this
+// tensor-parallel rank's shards ([out/t, in] column-parallel, [out, in/t] row-parallel).  Empty views for
 // parameters the config does not have (biases, LayerNorm bias).
 struct LayerTensors {
   TensorView input_norm_weight, input_norm_bias;  // [h]
@@ -44,7 +51,8 @@ struct GptTensors {
 
 class ParamStore {
  public:
-  ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker);
+  // Holds tensor-parallel rank `tp_rank`'s shards (config.tensor_model_parallel_size ranks).
+  ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
 
   // Megatron's init for every parameter (layout-invariant: keyed by name and global index).
   void init(uint64_t seed);
@@ -65,6 +73,7 @@ class ParamStore {
 
   const ModelConfig config_;
   Backend& backend_;
+  int tp_rank_ = 0;
   std::vector<Param> params_;
   std::unique_ptr<Arena> value_arena_;
   std::unique_ptr<Arena> grad_arena_;

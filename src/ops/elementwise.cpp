@@ -51,6 +51,22 @@ void accumulate(const TensorView& dst, const TensorView& src) {
   no_kernel(op);
 }
 
+void bias_add(const TensorView& t, const TensorView& bias) {
+  const char* op = "bias_add";
+  check_dtype(t, DType::f32, op, "t");
+  check_dtype(bias, DType::f32, op, "bias");
+  MT_CHECK(t.ndim() == 2) << op << ": t is " << t.str() << "; expected [N, O]";
+  check_shape(bias, {t.dim(1)}, op, "bias");
+  check_not_empty(t, op, "t");
+  check_not_empty(bias, op, "bias");
+  check_same_device({t, bias}, op);
+  switch (t.device) {
+    case Device::cpu: return cpu::bias_add(t, bias);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
 void scale_inplace(const TensorView& t, float factor) {
   const char* op = "scale_inplace";
   check_dtype(t, DType::f32, op, "t");

@@ -7,6 +7,8 @@ namespace mt {
 
 void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b);  // out = a + b
 void accumulate(const TensorView& dst, const TensorView& src);                   // dst += src
+// t[n, o] += bias[o] for t [N, O] (a row-parallel linear adds its bias after the reduction).
+void bias_add(const TensorView& t, const TensorView& bias);
 void scale_inplace(const TensorView& t, float factor);                           // t *= factor
 void copy_tensor(const TensorView& dst, const TensorView& src);                  // same dtype
 // dst = src converted between f32, bf16 and f16 (16-bit rounding: nearest even).

@@ -40,33 +40,47 @@ int64_t check_embedding_args(const TensorView& tokens, const TensorView& positio
   return h;
 }
 
+int64_t total(const VocabShard& shard, const TensorView& table) { return shard.total ? shard.total : table.dim(0); }
+
+void check_shard(const VocabShard& shard, const TensorView& table, const char* op) {
+  if (shard.total == 0) {
+    MT_CHECK(shard.start == 0) << op << ": a shard start needs the total vocabulary size";
+    return;
+  }
+  MT_CHECK(shard.start >= 0 && shard.start + table.dim(0) <= shard.total)
+      << op << ": shard rows [" << shard.start << ", " << shard.start + table.dim(0) << ") exceed the vocabulary of "
+      << shard.total;
+}
+
 }  // namespace
 
 void embedding_fwd(const TensorView& out, const TensorView& tokens, const TensorView& positions,
-                   const TensorView& word, const TensorView& pos_table) {
+                   const TensorView& word, const TensorView& pos_table, VocabShard shard) {
   const char* op = "embedding_fwd";
   const int64_t h = check_embedding_args(tokens, positions, word, pos_table, op, "word", "pos_table");
   check_dtype(out, DType::f32, op, "out");
   check_shape(out, {tokens.dim(1), tokens.dim(0), h}, op, "out ([s, b, h])");
   check_present(out, op, "out");
+  check_shard(shard, word, op);
   check_same_device({out, tokens, positions, word, pos_table}, op);
   switch (out.device) {
-    case Device::cpu: return cpu::embedding_fwd(out, tokens, positions, word, pos_table);
+    case Device::cpu: return cpu::embedding_fwd(out, tokens, positions, word, pos_table, shard.start, total(shard, word));
     case Device::cuda: break;
   }
   no_kernel(op);
 }
 
 void embedding_bwd(const TensorView& dword, const TensorView& dpos_table, const TensorView& dout,
-                   const TensorView& tokens, const TensorView& positions) {
+                   const TensorView& tokens, const TensorView& positions, VocabShard shard) {
   const char* op = "embedding_bwd";
   const int64_t h = check_embedding_args(tokens, positions, dword, dpos_table, op, "dword", "dpos_table");
   check_dtype(dout, DType::f32, op, "dout");
   check_shape(dout, {tokens.dim(1), tokens.dim(0), h}, op, "dout ([s, b, h])");
   check_present(dout, op, "dout");
+  check_shard(shard, dword, op);
   check_same_device({dword, dpos_table, dout, tokens, positions}, op);
   switch (dout.device) {
-    case Device::cpu: return cpu::embedding_bwd(dword, dpos_table, dout, tokens, positions);
+    case Device::cpu: return cpu::embedding_bwd(dword, dpos_table, dout, tokens, positions, shard.start, total(shard, dword));
     case Device::cuda: break;
   }
   no_kernel(op);

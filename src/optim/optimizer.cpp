@@ -6,10 +6,23 @@
 
 namespace mt {
 
-double grad_norm(const std::vector<Param>& params) {
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
+  const bool counts_replicas = model_parallel == nullptr || model_parallel->rank() == 0;
   double sum = 0.0;
-  for (const Param& p : params) sum += sum_squares(p.grad);
+  for (const Param& p : params)
+    if (p.shard.sharded() || counts_replicas) sum += sum_squares(p.grad);
+  if (model_parallel && model_parallel->size() > 1) {
+    float total = static_cast<float>(sum);
+    model_parallel->all_reduce(TensorView(&total, DType::f32, {1}), ReduceOp::sum);
+    sum = total;
+  }
   return std::sqrt(sum);
+}
+
+void finalize_model_grads(const std::vector<Param>& params, Communicator* tp) {
+  if (tp == nullptr || tp->size() == 1) return;
+  for (const Param& p : params)
+    if (p.sequence_parallel) tp->all_reduce(p.grad, ReduceOp::sum);
 }
 
 double clip_grads(const std::vector<Param>& params, double norm, double clip_grad) {
@@ -20,7 +33,8 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
   return coeff;
 }
 
-AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker) : params_(params) {
+AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel)
+    : params_(params), model_parallel_(model_parallel) {
   auto carve = [&](Arena& arena) {
     m_.clear();
     v_.clear();
@@ -44,7 +58,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   StepResult result;
   if (loss_scale != 1.0f)
     for (const Param& p : params_) scale_inplace(p.grad, 1.0f / loss_scale);
-  result.grad_norm = grad_norm(params_);
+  result.grad_norm = grad_norm(params_, model_parallel_);
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
     return result;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/arena.h"
+#include "comm/communicator.h"
 #include "model/params.h"
 #include "ops/adamw.h"
 
@@ -22,8 +23,14 @@ struct OptimizerConfig {
   float clip_grad = 1.0f;      // --clip-grad; 0 disables clipping
 };
 
-// L2 norm of all gradients (each parameter counted once), accumulated in double.
-double grad_norm(const std::vector<Param>& params);
+// L2 norm of all gradients of the model, each parameter counted once: sums of squares in
+// double, over this rank's shards and, for parameters every tensor-parallel rank holds whole, on
+// tp rank 0 only; then summed over `model_parallel` (the tp group; null: this rank alone).
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr);
+
+// Megatron's finalize_model_grads for tensor parallelism: the gradients of parameters computed on
+// s/t tokens under --sequence-parallel (the norms) are all-reduced over the tp group.
+void finalize_model_grads(const std::vector<Param>& params, Communicator* tp);
 
 // Megatron's clip: when clip_grad > 0 and coeff = clip_grad / (norm + 1e-6) < 1, scale every
 // gradient by coeff. Returns the coefficient applied (1 when none).
@@ -31,7 +38,8 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 
 class AdamW {
  public:
-  AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker);
+  // model_parallel: the group the gradient norm is summed over (see grad_norm).
+  AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr);
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
@@ -47,6 +55,7 @@ class AdamW {
 
  private:
   std::vector<Param>& params_;
+  Communicator* model_parallel_ = nullptr;
   std::unique_ptr<Arena> state_;
   std::vector<TensorView> m_, v_;
   std::vector<TensorView> main_;  // f32 master copies (the parameters themselves when f32)

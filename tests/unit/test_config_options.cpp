@@ -32,7 +32,8 @@ TEST(ModelConfig, DerivesMegatronDefaults) {
   ModelConfig c = base();
   c.finalize();
   EXPECT_EQ(c.padded_vocab_size(), 50304);
-  EXPECT_EQ(c.padded_vocab_size(2), 50432);  // multiple of 128·TP
+  c.tensor_model_parallel_size = 2;
+  EXPECT_EQ(c.padded_vocab_size(), 50432);  // multiple of 128·TP
   EXPECT_EQ(c.kv_channels, 64);
   EXPECT_EQ(c.num_query_groups, 12);
   EXPECT_EQ(c.ffn_hidden_size, 3072);
@@ -61,7 +62,10 @@ TEST(ModelConfig, RejectsInconsistentShapesWithClearMessages) {
   c.hidden_dropout = 1.0f;
   EXPECT_NE(error_of([&] { c.finalize(); }).find("--hidden-dropout"), std::string::npos);
   c = base();
-  EXPECT_NE(error_of([&] { c.finalize(5); }).find("--tensor-model-parallel-size"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+                c.tensor_model_parallel_size = 5;
+                c.finalize();
+              }).find("--tensor-model-parallel-size"), std::string::npos);
   c = base();
   c.num_query_groups = -2;
   EXPECT_NE(error_of([&] { c.finalize(); }).find("--num-query-groups must be positive"), std::string::npos);

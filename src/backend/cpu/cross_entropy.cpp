@@ -26,6 +26,27 @@ void check_labels(const TensorView& labels, int64_t vocab, const char* op) {
                 << ") (vocabulary size of the logits)";
 }
 
+// The ternary (not std::max, which GCC turns into a slow dependent chain here) vectorises to
+// vmaxps; a NaN logit is skipped by the max but still poisons the sum, as it should.
+float row_max_of(const float* x, int64_t vocab) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t v = 0; v < vocab; ++v) mx = x[v] > mx ? x[v] : mx;
+  return mx;
+}
+
+double sum_exp_of(const float* x, int64_t vocab, float mx) {
+  double sum = 0.0;
+  for (int64_t v0 = 0; v0 < vocab; v0 += kSumBlock) {
+    const int64_t v1 = std::min(vocab, v0 + kSumBlock);
+    float block = 0.0f;
+#pragma omp simd reduction(+ : block)
+    for (int64_t v = v0; v < v1; ++v) block += exp_f32(x[v] - mx);
+    sum += block;
+  }
+  return sum;
+}
+
 }  // namespace
 
 void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const TensorView& logits,
@@ -39,20 +60,8 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = x_all + r * vocab;
-    float mx = -std::numeric_limits<float>::infinity();
-    // The ternary (not std::max, which GCC turns into a slow dependent chain here) vectorises to
-    // vmaxps; a NaN logit is skipped by the max but still poisons the sum below, as it should.
-#pragma omp simd reduction(max : mx)
-    for (int64_t v = 0; v < vocab; ++v) mx = x[v] > mx ? x[v] : mx;
-    double sum = 0.0;
-    for (int64_t v0 = 0; v0 < vocab; v0 += kSumBlock) {
-      const int64_t v1 = std::min(vocab, v0 + kSumBlock);
-      float block = 0.0f;
-#pragma omp simd reduction(+ : block)
-      for (int64_t v = v0; v < v1; ++v) block += exp_f32(x[v] - mx);
-      sum += block;
-    }
-    const double row_lse = static_cast<double>(mx) + std::log(sum);
+    const float mx = row_max_of(x, vocab);
+    const double row_lse = static_cast<double>(mx) + std::log(sum_exp_of(x, vocab, mx));
     lse_out[r] = static_cast<float>(row_lse);
     loss[r] = static_cast<float>(row_lse - static_cast<double>(x[lab[r]]));
   }
@@ -60,8 +69,13 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
 
 void cross_entropy_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
                        const TensorView& lse, const TensorView& labels) {
+  check_labels(labels, logits.dim(1), "cross_entropy_bwd");
+  cross_entropy_shard_bwd(dlogits, dlosses, logits, lse, labels, 0);
+}
+
+void cross_entropy_shard_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
+                             const TensorView& lse, const TensorView& labels, int64_t vocab_start) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  check_labels(labels, vocab, "cross_entropy_bwd");
   // No __restrict here: x and g may be the same row, which the per-element loop allows.
   const float* x_all = logits.f32();
   float* g_all = dlogits.f32();
@@ -79,7 +93,43 @@ void cross_entropy_bwd(const TensorView& dlogits, const TensorView& dlosses, con
     }
 #pragma omp simd
     for (int64_t v = 0; v < vocab; ++v) g[v] = d * exp_f32(x[v] - l);
-    g[lab[r]] -= d;
+    const int64_t t = lab[r] - vocab_start;
+    if (t >= 0 && t < vocab) g[t] -= d;
+  }
+}
+
+void cross_entropy_shard_max(const TensorView& row_max, const TensorView& logits) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  const float* x_all = logits.f32();
+  float* out = row_max.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) out[r] = row_max_of(x_all + r * vocab, vocab);
+}
+
+void cross_entropy_shard_sums(const TensorView& sum_exp, const TensorView& target, const TensorView& logits,
+                              const TensorView& labels, const TensorView& row_max, int64_t vocab_start) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  const float* x_all = logits.f32();
+  const int32_t* lab = labels.i32();
+  const float* mx = row_max.f32();
+  float* sums = sum_exp.f32();
+  float* tgt = target.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = x_all + r * vocab;
+    sums[r] = static_cast<float>(sum_exp_of(x, vocab, mx[r]));
+    const int64_t t = lab[r] - vocab_start;
+    tgt[r] = t >= 0 && t < vocab ? x[t] : 0.0f;
+  }
+}
+
+void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, const TensorView& row_max,
+                              const TensorView& sum_exp, const TensorView& target) {
+  const int64_t rows = losses.numel();
+  for (int64_t r = 0; r < rows; ++r) {
+    const double row_lse = static_cast<double>(row_max.f32()[r]) + std::log(static_cast<double>(sum_exp.f32()[r]));
+    lse.f32()[r] = static_cast<float>(row_lse);
+    losses.f32()[r] = static_cast<float>(row_lse - static_cast<double>(target.f32()[r]));
   }
 }
 

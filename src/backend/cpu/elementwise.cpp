@@ -59,6 +59,18 @@ void accumulate(const TensorView& dst, const TensorView& src) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void bias_add(const TensorView& t, const TensorView& bias) {
+  const int64_t rows = t.dim(0), cols = t.dim(1);
+  float* y_all = t.f32();
+  const float* b = bias.f32();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = y_all + r * cols;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) y[c] += b[c];
+  }
+}
+
 void scale_inplace(const TensorView& t, float factor) {
   const int64_t n = t.numel();
   float* y = t.f32();

@@ -48,6 +48,7 @@ inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
 void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b);
 void accumulate(const TensorView& dst, const TensorView& src);
+void bias_add(const TensorView& t, const TensorView& bias);
 void scale_inplace(const TensorView& t, float factor);
 void copy_tensor(const TensorView& dst, const TensorView& src);
 void cast(const TensorView& dst, const TensorView& src);

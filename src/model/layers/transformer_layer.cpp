@@ -8,6 +8,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
+#include "parallel/layers.h"
 
 namespace mt {
 
@@ -26,7 +27,14 @@ AttentionOptions attention_options(const LayerContext& ctx) {
   o.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ctx.config->kv_channels)));
   o.dropout_p = ctx.dropout ? ctx.config->attention_dropout : 0.0f;
   o.rng = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention");
+  o.head_offset = ctx.tp.rank() * ctx.config->num_attention_heads;
+  o.total_heads = ctx.total_heads;
   return o;
+}
+
+// Philox index of this rank's first residual-stream element (its rows under sequence parallelism).
+uint64_t residual_offset(const LayerContext& ctx) {
+  return static_cast<uint64_t>(ctx.tp.first_row(ctx.shape.rows()) * ctx.config->hidden_size);
 }
 }  // namespace
 
@@ -40,11 +48,11 @@ RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const cha
 
 LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype,
                                          bool with_output) {
-  const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
+  const int64_t s = shape.s, b = shape.b, N = shape.rows(), Nl = shape.local_rows(), h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   LayerActivations act;
-  if (layernorm(c)) act.norm1_mean = a.alloc(DType::f32, {N});
-  act.norm1_rstd = a.alloc(DType::f32, {N});
+  if (layernorm(c)) act.norm1_mean = a.alloc(DType::f32, {Nl});
+  act.norm1_rstd = a.alloc(DType::f32, {Nl});
   act.q = a.alloc(dtype, {b, n, s, d});
   act.k = a.alloc(dtype, {b, g, s, d});
   act.v = a.alloc(dtype, {b, g, s, d});
@@ -55,26 +63,26 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
     act.probs = a.alloc(DType::f32, {b, n, s, s});
     if (c.attention_dropout > 0) act.probs_mask = a.alloc(DType::u8, {b, n, s, s});
   }
-  act.attn_drop_mask = a.alloc(DType::u8, {N, h});
-  act.residual1 = a.alloc(dtype, {N, h});
-  if (layernorm(c)) act.norm2_mean = a.alloc(DType::f32, {N});
-  act.norm2_rstd = a.alloc(DType::f32, {N});
+  act.attn_drop_mask = a.alloc(DType::u8, {Nl, h});
+  act.residual1 = a.alloc(dtype, {Nl, h});
+  if (layernorm(c)) act.norm2_mean = a.alloc(DType::f32, {Nl});
+  act.norm2_rstd = a.alloc(DType::f32, {Nl});
   act.fc1_out = a.alloc(dtype, {N, c.fc1_size()});
-  act.mlp_drop_mask = a.alloc(DType::u8, {N, h});
-  if (with_output) act.out = a.alloc(dtype, {N, h});
+  act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
+  if (with_output) act.out = a.alloc(dtype, {Nl, h});
   return act;
 }
 
 LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shape, int threads) {
-  const int64_t s = shape.s, b = shape.b, N = s * b, h = c.hidden_size;
+  const int64_t s = shape.s, b = shape.b, N = shape.rows(), Nl = shape.local_rows(), h = c.hidden_size;
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   LayerScratch sc;
-  sc.norm1_out = a.alloc(DType::f32, {N, h});
-  sc.norm2_out = a.alloc(DType::f32, {N, h});
+  sc.norm1_out = a.alloc(DType::f32, {Nl, h});
+  sc.norm2_out = a.alloc(DType::f32, {Nl, h});
   sc.act_out = a.alloc(DType::f32, {N, c.ffn_hidden_size});
   sc.qkv = a.alloc(DType::f32, {N, c.qkv_size()});
-  sc.dense = a.alloc(DType::f32, {N, h});
-  sc.dnorm = a.alloc(DType::f32, {N, h});
+  sc.dense = a.alloc(DType::f32, {Nl, h});
+  sc.dnorm = a.alloc(DType::f32, {Nl, h});
   sc.dcontext = a.alloc(DType::f32, {N, n * d});
   sc.dq = a.alloc(DType::f32, {b, n, s, d});
   sc.dk = a.alloc(DType::f32, {b, g, s, d});
@@ -82,6 +90,10 @@ LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shap
   sc.dfc1 = a.alloc(DType::f32, {N, c.fc1_size()});
   sc.dact = a.alloc(DType::f32, {N, c.ffn_hidden_size});
   sc.attention = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, threads))});
+  if (shape.sp > 1) {
+    sc.sp_gathered = a.alloc(DType::f32, {N, h});
+    sc.sp_partial = a.alloc(DType::f32, {N, h});
+  }
   return sc;
 }
 
@@ -92,7 +104,7 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   // Attention block.
   norm_fwd(c, sc.norm1_out, act.norm1_mean, act.norm1_rstd, x, w.input_norm_weight, w.input_norm_bias);
   round(sc.norm1_out);
-  linear_fwd(sc.qkv, sc.norm1_out, w.qkv_weight, w.qkv_bias);
+  column_parallel_linear_fwd(ctx.tp, sc.qkv, sc.norm1_out, w.qkv_weight, w.qkv_bias, sc.sp_gathered);
   round(sc.qkv);
   qkv_split_rope_fwd(act.q, act.k, act.v, sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), ctx.rope_cos,
                      ctx.rope_sin);
@@ -105,22 +117,23 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   else
     attention_probs_fwd(context_sbh, act.probs, probs_mask(act, options), act.q, act.k, act.v, options);
   round(act.context);
-  linear_fwd(sc.dense, act.context, w.proj_weight, w.proj_bias);
+  row_parallel_linear_fwd(ctx.tp, sc.dense, act.context, w.proj_weight, w.proj_bias, sc.sp_partial);
   round(sc.dense);
   dropout_add_fwd(act.residual1, act.attn_drop_mask, sc.dense, x, hidden_dropout(ctx),
-                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"), 0);
+                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"),
+                  residual_offset(ctx));
   round(act.residual1);
   // MLP block.
   norm_fwd(c, sc.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
   round(sc.norm2_out);
-  linear_fwd(act.fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias);
+  column_parallel_linear_fwd(ctx.tp, act.fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias, sc.sp_gathered);
   round(act.fc1_out);
   mlp_activation_fwd(c, sc.act_out, act.fc1_out);
   round(sc.act_out);
-  linear_fwd(sc.dense, sc.act_out, w.fc2_weight, w.fc2_bias);
+  row_parallel_linear_fwd(ctx.tp, sc.dense, sc.act_out, w.fc2_weight, w.fc2_bias, sc.sp_partial);
   round(sc.dense);
   dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, hidden_dropout(ctx),
-                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), 0);
+                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), residual_offset(ctx));
   round(act.out);
 }
 
@@ -144,14 +157,14 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   zero(sc.dense);
   dropout_bwd(sc.dense, dx, act.mlp_drop_mask, hidden_dropout(ctx));
   round(sc.dense);
-  zero(sc.dact);
-  linear_bwd(sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, sc.act_out, w.fc2_weight);
+  row_parallel_linear_bwd(ctx.tp, sc.dact, g.fc2_weight, g.fc2_bias, sc.dense, sc.act_out, w.fc2_weight,
+                          sc.sp_gathered);
   round(sc.dact);
   zero(sc.dfc1);
   mlp_activation_bwd(c, sc.dfc1, sc.dact, act.fc1_out);
   round(sc.dfc1);
-  zero(sc.dnorm);
-  linear_bwd(sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, sc.norm2_out, w.fc1_weight);
+  column_parallel_linear_bwd(ctx.tp, sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, sc.norm2_out, w.fc1_weight,
+                             sc.sp_gathered, sc.sp_partial);
   round(sc.dnorm);
   norm_bwd(c, dx, g.mlp_norm_weight, g.mlp_norm_bias, sc.dnorm, act.residual1, w.mlp_norm_weight, act.norm2_mean,
            act.norm2_rstd);
@@ -160,8 +173,8 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   zero(sc.dense);
   dropout_bwd(sc.dense, dx, act.attn_drop_mask, hidden_dropout(ctx));
   round(sc.dense);
-  zero(sc.dcontext);
-  linear_bwd(sc.dcontext, g.proj_weight, g.proj_bias, sc.dense, act.context, w.proj_weight);
+  row_parallel_linear_bwd(ctx.tp, sc.dcontext, g.proj_weight, g.proj_bias, sc.dense, act.context, w.proj_weight,
+                          sc.sp_gathered);
   round(sc.dcontext);
   zero(sc.dq);
   zero(sc.dk);
@@ -180,8 +193,8 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   qkv_split_rope_bwd(sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), sc.dq, sc.dk, sc.dv, ctx.rope_cos,
                      ctx.rope_sin);
   round(sc.qkv);
-  zero(sc.dnorm);
-  linear_bwd(sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, sc.norm1_out, w.qkv_weight);
+  column_parallel_linear_bwd(ctx.tp, sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, sc.norm1_out, w.qkv_weight,
+                             sc.sp_gathered, sc.sp_partial);
   round(sc.dnorm);
   norm_bwd(c, dx, g.input_norm_weight, g.input_norm_bias, sc.dnorm, x, w.input_norm_weight, act.norm1_mean,
            act.norm1_rstd);

@@ -1,0 +1,68 @@
+#include "comm/communicator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mt {
+
+void check_reduce_args(const TensorView& t, const char* op) {
+  MT_CHECK(t.device == Device::cpu) << op << ": host tensors only (this communicator has no device path)";
+  MT_CHECK(t.dtype == DType::f32 || t.dtype == DType::i32) << op << ": reduces f32 or i32, got " << t.str();
+}
+
+void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op) {
+  MT_CHECK(whole.device == Device::cpu && part.device == Device::cpu) << op << ": host tensors only";
+  MT_CHECK(whole.dtype == part.dtype) << op << ": dtypes differ: " << whole.str() << " vs " << part.str();
+  MT_CHECK(whole.numel() == part.numel() * size)
+      << op << ": the whole tensor " << whole.str() << " must hold " << size << " parts of " << part.str();
+  const auto* w = static_cast<const char*>(whole.data);
+  const auto* p = static_cast<const char*>(part.data);
+  MT_CHECK(p + part.bytes() <= w || w + whole.bytes() <= p) << op << ": input and output overlap";
+}
+
+namespace {
+
+struct DoneRequest final : CommRequest {
+  void wait() override {}
+};
+
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void all_reduce(const TensorView& t, ReduceOp) override { check_reduce_args(t, "all_reduce"); }
+  void all_gather(const TensorView& out, const TensorView& in) override {
+    check_gather_args(out, in, 1, "all_gather");
+    std::memcpy(out.data, in.data, in.bytes());
+  }
+  void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp) override {
+    check_reduce_args(in, "reduce_scatter");
+    check_gather_args(in, out, 1, "reduce_scatter");
+    std::memcpy(out.data, in.data, in.bytes());
+  }
+  void broadcast(const TensorView& t, int root) override {
+    MT_CHECK(root == 0) << "broadcast: root " << root << " is not a rank of a size-1 communicator";
+  }
+  void barrier() override {}
+  std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {
+    all_reduce(t, op);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override {
+    all_gather(out, in);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
+                                                    ReduceOp op) override {
+    reduce_scatter(out, in, op);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SelfCommunicator>(); }
+  [[noreturn]] void abort(int code) override { std::_Exit(code); }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator() { return std::make_unique<SelfCommunicator>(); }
+
+}  // namespace mt
