@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.h"
 #include "app/options.h"
 #include "data/gpt_dataset.h"
 #include "train/trainer.h"
@@ -64,6 +65,8 @@ ModelConfig model_config(const Options& o) {
     if (granularity == "selective") c.recompute_granularity = RecomputeGranularity::selective;
   }
   c.recompute_num_layers = o.integer("--recompute-num-layers");
+  c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
+  c.sequence_parallel = o.flag("--sequence-parallel");
   return c;
 }
 
@@ -145,7 +148,7 @@ void check_data_options(const Options& o) {
 
 }  // namespace
 
-int cmd_train(const std::vector<std::string>& args) {
+int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   for (const std::string& a : args)
     if (a == "--help" || a == "-h") {
       std::fputs(options_help("train").c_str(), stdout);
@@ -161,16 +164,22 @@ int cmd_train(const std::vector<std::string>& args) {
   TrainConfig train = train_config(options);
   // The estimate of the time left is for people watching a terminal, never for pipes and CI logs.
   train.show_progress = isatty(STDOUT_FILENO) == 1;
-  const auto print = [](const std::string& line) {
+  // Megatron prints from the last rank (print_rank_last): it holds the loss under pipelining.
+  const bool logging_rank = world == nullptr || world->rank() == world->size() - 1;
+  const auto print = [logging_rank](const std::string& line) {
+    if (!logging_rank) return;
     std::puts(line.c_str());
     std::fflush(stdout);
   };
   if (options.has("--split") && options.text("--split") != "1,1,1")
     print("note: --split " + options.text("--split") + " is ignored: mock data always uses the split 1,1,1 (as Megatron)");
-  Trainer trainer(model, train);
-  std::printf("model: %s\nparameters: %lld\n", trainer.model().config().summary().c_str(),
-              static_cast<long long>(trainer.model().params().numel()));
-  std::fflush(stdout);
+  Trainer trainer(model, train, world);
+  const ProcessGroups& g = trainer.groups();
+  print("model: " + trainer.model().config().summary());
+  print("layout: " + std::to_string(g.grid.world_size()) + " ranks = tensor parallel " + std::to_string(g.grid.tp()) +
+        (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x data parallel " +
+        std::to_string(g.grid.dp()));
+  print("parameters on this rank: " + std::to_string(trainer.model().params().numel()));
   trainer.run(print);
   return 0;
 }

@@ -92,6 +92,9 @@ const std::vector<OptionSpec> kTable = {
     {"--adam-beta2", T::real, "0.999", "Adam beta2", "", "train"},
     {"--adam-eps", T::real, "1e-8", "Adam epsilon", "", "train"},
     {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
+    // Parallelism.
+    {"--tensor-model-parallel-size", T::integer, "1", "ranks each layer is split over (heads, MLP width and vocabulary)", "", "train"},
+    {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
     // Configuration files.
     {"--config", T::text, "", "YAML file of options (keys are flag names without --, - or _); flags override it", "", "train"},
     {"--print-config", T::flag, "", "print the resolved options as YAML and exit", "", "train"},

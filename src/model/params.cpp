@@ -133,6 +133,11 @@ Param& ParamStore::get(const std::string& name) {
   MT_FAIL() << "no parameter named '" << name << "'; the model has:" << known;
 }
 
+TensorView ParamStore::grad_buffer() const {
+  return TensorView(params_.front().grad.data, DType::f32,
+                    {static_cast<int64_t>(grad_arena_->used() / dtype_size(DType::f32))});
+}
+
 int64_t ParamStore::numel() const {
   int64_t n = 0;
   for (const Param& p : params_) n += p.value.numel();

@@ -63,6 +63,9 @@ class ParamStore {
   // The parameter of that name, or mt::Error listing what exists.
   Param& get(const std::string& name);
   int64_t numel() const;
+  // Every gradient as one flat f32 view (the alignment gaps between them stay zero), so one
+  // collective moves them all.
+  TensorView grad_buffer() const;
 
   // Views by role, built once (they are read every step).
   const GptTensors& values() const { return values_; }

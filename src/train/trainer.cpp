@@ -14,9 +14,26 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+TrainConfig finalized(TrainConfig c, const ParallelGrid& grid, int rank) {
+  c.data_parallel_size = grid.dp();
+  c.data_parallel_rank = grid.dense_coords(rank).dp;
+  c.finalize();
+  return c;
+}
+
 TrainConfig finalized(TrainConfig c) {
   c.finalize();
   return c;
+}
+
+std::unique_ptr<Communicator> self_if_null(Communicator* world) {
+  return world ? nullptr : make_self_communicator();
+}
+
+GridConfig grid_config(const ModelConfig& model) {
+  GridConfig g;
+  g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  return g;
 }
 
 ModelConfig finalized(ModelConfig c) {
@@ -42,16 +59,26 @@ TrainData checked(TrainData data, const ModelConfig& model, const TrainConfig& t
 }
 }  // namespace
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train)
-    : Trainer(model, train, [&] {
-        const ModelConfig m = finalized(model);
-        const TrainConfig t = finalized(train);
-        return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes());
-      }()) {}
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world)
+    : Trainer(
+          model, train,
+          [&] {
+            // The dataset sizes need the data-parallel size, which the world size decides.
+            GridConfig g = grid_config(model);
+            g.world_size = world ? world->size() : 1;
+            TrainConfig t = train;
+            t.data_parallel_size = ParallelGrid(g).dp();
+            const ModelConfig m = finalized(model);
+            t = finalized(t);
+            return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes());
+          }(),
+          world) {}
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data)
-    : model_config_(finalized(model)),
-      config_(finalized(train)),
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world)
+    : self_(self_if_null(world)),
+      groups_(make_process_groups(world ? *world : *self_, grid_config(model))),
+      model_config_(finalized(model)),
+      config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),
       train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                      config_.data_parallel_size) {
@@ -61,10 +88,12 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     test_sampler_.emplace(data_.test->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                           config_.data_parallel_size);
   }
-  model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, cpu_backend(), &memory_);
+  GptModelOptions model_options;
+  model_options.tp_comm = groups_.tp.get();
+  model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, cpu_backend(), &memory_, model_options);
   model_->set_seed(config_.seed);
   model_->params().init(config_.seed);
-  optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_);
+  optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_, groups_.model_parallel.get());
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -75,6 +104,15 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
 }
 
 float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
+
+double Trainer::dp_sum(double value) const {
+  if (groups_.dp->size() == 1) return value;
+  // Token counts and loss sums of a global batch: float's 24 bits keep counts exact to 16M tokens
+  // and loss sums to ~1e-7 relative, as Megatron's fp32 all-reduce of them does.
+  float v = static_cast<float>(value);
+  groups_.dp->all_reduce(TensorView(&v, DType::f32, {1}), ReduceOp::sum);
+  return v;
+}
 
 LossSums Trainer::forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options) {
   return model_->forward(buffer.view(model_config_.seq_length), options);
@@ -87,8 +125,7 @@ ForwardBackwardResult Trainer::forward_backward() {
     b.fill(*data_.train, train_sampler_.next());
     local_tokens += b.num_tokens;
   }
-  // Data parallelism: all-reduce (sum) local_tokens over dp here.
-  const double global_tokens = local_tokens;
+  const double global_tokens = config_.calculate_per_token_loss ? dp_sum(local_tokens) : local_tokens;
   const double m = static_cast<double>(config_.num_microbatches);
   const double dp = static_cast<double>(config_.data_parallel_size);
 
@@ -114,7 +151,12 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
-  // Data parallelism: the gradients and (for the report) loss_sum/num_tokens are summed over dp here.
+  finalize_model_grads(model_->params().params(), groups_.tp.get());
+  if (groups_.dp->size() > 1) {
+    groups_.dp->all_reduce(model_->params().grad_buffer(), ReduceOp::sum);
+    result.loss_sum = dp_sum(result.loss_sum);
+    result.num_tokens = dp_sum(result.num_tokens);
+  }
   return result;
 }
 
@@ -167,8 +209,7 @@ double Trainer::evaluate(Split split) {
       loss_sum += sums.loss_sum;
       num_tokens += sums.num_tokens;
     }
-  // Data parallelism: loss_sum and num_tokens are summed over dp here.
-  return loss_sum / std::max(num_tokens, 1.0);
+  return dp_sum(loss_sum) / std::max(dp_sum(num_tokens), 1.0);
 }
 
 TrainResult Trainer::run(const LogFn& log) {
@@ -185,7 +226,7 @@ TrainResult Trainer::run(const LogFn& log) {
   auto interval_start = Clock::now();
   double interval_eval_ms = 0.0;  // evaluation time is not training time (Megatron stops the timer)
   IntervalAccumulator interval;
-  const double world_size = static_cast<double>(config_.data_parallel_size);
+  const double world_size = static_cast<double>(groups_.world->size());
   const double tokens_per_iteration = static_cast<double>(config_.global_batch_size * model_config_.seq_length);
 
   while (iteration_ < config_.iterations) {

@@ -13,10 +13,12 @@
 //     known up front and goes into grad_scale: the same gradient up to fp32 rounding, with no
 //     extra pass over the gradients.
 //   Either way the reported lm loss is Σ loss / Σ mask over the global batch (train_step).
-// Data parallelism (not wired yet): rank r reads its slice of every global batch (the sampler);
-// grad_scale already carries the 1/dp of Megatron's averaging in the default mode, so the
-// gradient all-reduce is a plain sum in both modes, and the per-token total is all-reduced
-// before the first forward. The places that will talk to the communicator say so.
+// Parallelism: the world communicator is split by the grid (tensor-model-parallel size from the
+// model config). Every rank of a tensor-parallel group reads the same micro-batches (each
+// runs the deterministic sampler itself: no broadcast needed). Data-parallel rank r reads its
+// slice of every global batch; grad_scale already carries the 1/dp of Megatron's averaging in
+// the default mode, so the gradient all-reduce over dp is a plain sum in both modes, and the
+// per-token total is all-reduced before the first forward.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +31,7 @@
 #include "model/gpt.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "parallel/process_groups.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 #include "train/train_data.h"
@@ -60,9 +63,11 @@ class Trainer {
 
   // --mock-data: Megatron's mock splits with NullTokenizer ids for model.vocab_size, sized from
   // the config (TrainConfig::dataset_sizes).
-  Trainer(const ModelConfig& model, const TrainConfig& train);
+  // world: all ranks of the job (null: this process alone). Every rank constructs its Trainer
+  // with the same configs.
+  Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world = nullptr);
   // Any data (tests; real datasets later). valid/test may be null only when eval_iters is 0.
-  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data);
+  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world = nullptr);
 
   // The whole run: iterations until --train-iters (or --exit-interval), the log line every
   // --log-interval iterations (and after the first), evaluations, then (unless exited) the
@@ -87,12 +92,18 @@ class Trainer {
   const OptimizerParamScheduler& scheduler() const { return *scheduler_; }
   const TrainData& data() const { return data_; }
   const MemoryTracker& memory() const { return memory_; }
+  const ProcessGroups& groups() const { return groups_; }
   int64_t iteration() const { return iteration_; }
   int64_t consumed_train_samples() const { return consumed_train_samples_; }
 
  private:
   LossSums forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options);
+  // Sums over the data-parallel group (every rank gets the total).
+  double dp_sum(double value) const;
 
+  // The communicators come first: the data checks and the configs depend on the grid.
+  std::unique_ptr<Communicator> self_;  // world when none is given
+  ProcessGroups groups_;
   ModelConfig model_config_;
   TrainConfig config_;
   TrainData data_;

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.h"
 #include "app/options.h"
 #include "base/error.h"
 #include "testing.h"
 
 namespace mt {
-int cmd_train(const std::vector<std::string>& args);
-
 namespace {
 
 TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
@@ -29,8 +28,8 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization",
       "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
-      "--recompute-method", "--recompute-num-layers", "--rotary-base", "--seed", "--seq-length", "--split",
-      "--start-weight-decay", "--swiglu", "--tokenizer-type", "--train-iters", "--train-samples",
+      "--recompute-method", "--recompute-num-layers", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
+      "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--tokenizer-type", "--train-iters", "--train-samples",
       "--untie-embeddings-and-output-weights", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 

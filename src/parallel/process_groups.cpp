@@ -1,0 +1,31 @@
+#include "parallel/process_groups.h"
+
+#include <vector>
+
+namespace mt {
+
+namespace {
+
+// The communicator of `role` containing this rank: ranks of one group share a color (the
+// group's index) and are ordered by their position in it.
+std::unique_ptr<Communicator> split_by_role(Communicator& world, const ParallelGrid& grid, GridRole role) {
+  const int rank = world.rank();
+  const std::vector<std::vector<int>> groups = grid.all_groups(role);
+  for (size_t color = 0; color < groups.size(); ++color)
+    for (int member : groups[color])
+      if (member == rank) return world.split(static_cast<int>(color), grid.rank_in_group(role, rank));
+  MT_FAIL() << "rank " << rank << " is in no " << grid_role_name(role) << " group";
+}
+
+}  // namespace
+
+ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
+  config.world_size = world.size();
+  ProcessGroups g{ParallelGrid(config), &world, nullptr, nullptr, nullptr};
+  g.tp = split_by_role(world, g.grid, GridRole::tp);
+  g.dp = split_by_role(world, g.grid, GridRole::dp);
+  g.model_parallel = split_by_role(world, g.grid, GridRole::model_parallel);
+  return g;
+}
+
+}  // namespace mt

@@ -1,0 +1,25 @@
+// Owns ProcessGroups: this rank's communicators by role, split from the world communicator along
+// ParallelGrid's groups (Megatron's parallel_state.initialize_model_parallel). Only the roles in
+// use so far are built; the others follow with the features that need them.
+#pragma once
+
+#include <memory>
+
+#include "comm/communicator.h"
+#include "parallel/grid.h"
+
+namespace mt {
+
+struct ProcessGroups {
+  ParallelGrid grid;
+  Communicator* world = nullptr;
+  std::unique_ptr<Communicator> tp;              // tensor parallel: the layer collectives
+  std::unique_ptr<Communicator> dp;              // data parallel
+  std::unique_ptr<Communicator> model_parallel;  // tp-pp: the gradient norm, found_inf
+};
+
+// Collective over `world`: every rank must call it with the same config (world_size is taken
+// from the communicator). Throws mt::Error naming the flag when the layout does not fit.
+ProcessGroups make_process_groups(Communicator& world, GridConfig config);
+
+}  // namespace mt
