@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config      # toolchain
   libopenblas-openmp-dev                # GEMM (the OpenMP build shares our thread pool)
   nlohmann-json3-dev                    # safetensors headers
+  libsentencepiece-dev                  # SentencePiece tokenizers (--tokenizer-model)
   libyaml-cpp-dev                       # --config files
   libopenmpi-dev openmpi-bin            # multi-rank runs (mpirun) and the parallel tests
   libgtest-dev libgmock-dev             # tests

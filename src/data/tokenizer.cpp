@@ -4,19 +4,27 @@
 #include "base/error.h"
 #include "data/tokenizer_gpt2.h"
 #include "data/tokenizer_null.h"
+#include "data/tokenizer_sentencepiece.h"
 
 namespace mt {
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   const std::string& type = options.type;
-  MT_CHECK(!type.empty()) << "--tokenizer-type is required (NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer)";
+  MT_CHECK(!type.empty()) << "--tokenizer-type is required (NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, ...)";
   if (type == "NullTokenizer") {
     MT_CHECK(options.vocab_size.has_value()) << "--tokenizer-type NullTokenizer needs --vocab-size";
     return std::make_unique<NullTokenizer>(*options.vocab_size, options.null_tokenizer_eod_id);
   }
   if (type == "GPT2BPETokenizer") return std::make_unique<Gpt2BpeTokenizer>(options.vocab_file, options.merge_file);
+  if (type == "SentencePieceTokenizer")
+    return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::megatron, options.vocab_extra_ids);
+  if (type == "GPTSentencePieceTokenizer")
+    return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::gpt, options.vocab_extra_ids);
+  if (type == "Llama2Tokenizer")
+    return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::llama2, options.vocab_extra_ids);
   MT_FAIL() << "--tokenizer-type " << type
-            << " is not supported; use NullTokenizer, GPT2BPETokenizer or SentencePieceTokenizer";
+            << " is not supported; use NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, "
+               "GPTSentencePieceTokenizer or Llama2Tokenizer";
 }
 
 }  // namespace mt

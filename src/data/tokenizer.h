@@ -34,9 +34,11 @@ struct TokenizerOptions {
   std::string model;            // --tokenizer-model
   std::optional<int64_t> vocab_size;  // --vocab-size (NullTokenizer)
   std::optional<int64_t> null_tokenizer_eod_id;  // --null-tokenizer-eod-id (NullTokenizer)
+  int64_t vocab_extra_ids = 0;  // --vocab-extra-ids (SentencePieceTokenizer)
 };
 
-// Types: NullTokenizer (--vocab-size), GPT2BPETokenizer (--vocab-file, --merge-file).
+// Types: NullTokenizer (--vocab-size), GPT2BPETokenizer (--vocab-file, --merge-file),
+// SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (--tokenizer-model).
 // Throws mt::Error naming the missing flag or unreadable file.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
