@@ -2,6 +2,7 @@
 // input; main() prints it and, in a multi-rank job, aborts every rank.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,5 +12,10 @@ namespace mt {
 
 // world: every rank of the job (null: this process alone, as in tests).
 int cmd_train(const std::vector<std::string>& args, Communicator* world = nullptr);
+
+// Runs `command_fn` and returns its exit code. An mt::Error (or any exception) is printed as
+// "megatron <command>: error: ..." (prefixed by the rank when the job has several) and ends the
+// process with 1; with several ranks it aborts the whole job, so no rank hangs in a collective.
+int run_or_abort(const std::string& command, Communicator* world, const std::function<int()>& command_fn);
 
 }  // namespace mt

@@ -3,7 +3,6 @@
 // waiting in a collective.
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,18 +26,7 @@ bool launched_as_mpi_rank() {
   return false;
 }
 
-// Prints the error once per failing rank and ends the job: every rank when several run.
-int fail(const std::string& command, const char* kind, const char* what, mt::Communicator* world) {
-  if (world == nullptr || world->size() == 1) {
-    std::fprintf(stderr, "megatron %s: %s: %s\n", command.c_str(), kind, what);
-    return 1;
-  }
-  std::fprintf(stderr, "megatron %s: rank %d: %s: %s\n", command.c_str(), world->rank(), kind, what);
-  std::fflush(stderr);
-  world->abort(1);
-  return 1;  // not reached
-}
-}
+}  // namespace
 
 int main(int argc, char** argv) {
   mt::retune_openblas_or_continue(argv);
@@ -50,14 +38,14 @@ int main(int argc, char** argv) {
   const std::string command = args[0];
   args.erase(args.begin());
   std::unique_ptr<mt::Communicator> world;
-  try {
+  const int rc = mt::run_or_abort(command, nullptr, [&] {
     world = launched_as_mpi_rank() ? mt::make_mpi_world_communicator() : mt::make_self_communicator();
+    return 0;
+  });
+  if (rc != 0) return rc;
+  return mt::run_or_abort(command, world.get(), [&] {
     if (command == "train") return mt::cmd_train(args, world.get());
     std::fprintf(stderr, "megatron: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
-  } catch (const mt::Error& e) {
-    return fail(command, "error", e.what(), world.get());
-  } catch (const std::exception& e) {
-    return fail(command, "internal error", e.what(), world.get());
-  }
+  });
 }
