@@ -17,6 +17,11 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // Appends encode(text) to `out`; lets a caller (preprocess) reuse one buffer across documents.
+  virtual void encode_into(std::string_view text, std::vector<int32_t>& out) const {
+    const std::vector<int32_t> ids = encode(text);
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // What Megatron's tokenizer.vocab_size reports (before --make-vocab-size-divisible-by padding).
   virtual int64_t vocab_size() const = 0;

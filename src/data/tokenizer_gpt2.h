@@ -23,8 +23,7 @@ class Gpt2BpeTokenizer : public Tokenizer {
   Gpt2BpeTokenizer(const std::string& vocab_file, const std::string& merge_file);
 
   std::vector<int32_t> encode(std::string_view text) const override;
-  // Appends to `out`: lets a caller reuse one buffer across documents.
-  void encode_into(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   int64_t eod() const override { return eod_; }

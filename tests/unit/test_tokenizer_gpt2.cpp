@@ -192,6 +192,9 @@ TEST(TokenizerGpt2, KnownIdsAndSpecialIds) {
   const auto made = make_tokenizer(options);
   EXPECT_EQ(made->encode("Hello world"), (std::vector<int32_t>{15496, 995}));
   EXPECT_EQ(made->eod(), 50256);
+  std::vector<int32_t> buffer{1};
+  made->encode_into("Hello world", buffer);
+  EXPECT_EQ(buffer, (std::vector<int32_t>{1, 15496, 995}));
 }
 
 TEST(TokenizerGpt2, DecodeInvertsEncode) {

@@ -42,6 +42,9 @@ TEST(TokenizerNull, EncodeDecode) {
   const std::vector<int32_t> ids{0, 12, 999};
   EXPECT_EQ(tok->decode(ids), "0 12 999");
   EXPECT_EQ(tok->decode({}), "");
+  std::vector<int32_t> buffer{7};
+  tok->encode_into("1 2", buffer);
+  EXPECT_EQ(buffer, (std::vector<int32_t>{7, 1, 2}));
 }
 
 TEST(TokenizerNull, BadInputThrows) {
