@@ -92,6 +92,7 @@ TrainConfig train_config(const Options& o) {
   t.eval_iters = o.integer("--eval-iters");
   t.exit_interval = optional_integer(o, "--exit-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
+  t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");
   t.optimizer.adam_beta1 = static_cast<float>(o.real("--adam-beta1"));
@@ -162,8 +163,9 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   check_data_options(options);
   const ModelConfig model = model_config(options);
   TrainConfig train = train_config(options);
-  // The estimate of the time left is for people watching a terminal, never for pipes and CI logs.
-  train.show_progress = isatty(STDOUT_FILENO) == 1;
+  // The estimate of the time left is for people watching a terminal, never for pipes and CI logs
+  // (mpirun hands its ranks a pseudo-terminal whatever its own output is, so only single-rank).
+  train.show_progress = isatty(STDOUT_FILENO) == 1 && (world == nullptr || world->size() == 1);
   // Megatron prints from the last rank (print_rank_last): it holds the loss under pipelining.
   const bool logging_rank = world == nullptr || world->rank() == world->size() - 1;
   const auto print = [logging_rank](const std::string& line) {

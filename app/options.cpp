@@ -94,6 +94,7 @@ const std::vector<OptionSpec> kTable = {
     {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
     // Parallelism.
     {"--tensor-model-parallel-size", T::integer, "1", "ranks each layer is split over (heads, MLP width and vocabulary)", "", "train"},
+    {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
     // Configuration files.
     {"--config", T::text, "", "YAML file of options (keys are flag names without --, - or _); flags override it", "", "train"},

@@ -20,6 +20,8 @@ struct TrainConfig {
   // Not flags: the parallel grid sets them. Rank r of dp reads its slice of every global batch.
   int64_t data_parallel_size = 1;
   int64_t data_parallel_rank = 0;
+  // --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp instead of Megatron's default tp-cp-ep-dp-pp.
+  bool use_tp_pp_dp_mapping = false;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

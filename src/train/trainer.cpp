@@ -30,9 +30,10 @@ std::unique_ptr<Communicator> self_if_null(Communicator* world) {
   return world ? nullptr : make_self_communicator();
 }
 
-GridConfig grid_config(const ModelConfig& model) {
+GridConfig grid_config(const ModelConfig& model, const TrainConfig& train) {
   GridConfig g;
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
   return g;
 }
 
@@ -64,7 +65,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
           model, train,
           [&] {
             // The dataset sizes need the data-parallel size, which the world size decides.
-            GridConfig g = grid_config(model);
+            GridConfig g = grid_config(model, train);
             g.world_size = world ? world->size() : 1;
             TrainConfig t = train;
             t.data_parallel_size = ParallelGrid(g).dp();
@@ -76,7 +77,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world)
     : self_(self_if_null(world)),
-      groups_(make_process_groups(world ? *world : *self_, grid_config(model))),
+      groups_(make_process_groups(world ? *world : *self_, grid_config(model, train))),
       model_config_(finalized(model)),
       config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),

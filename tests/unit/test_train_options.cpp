@@ -30,7 +30,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
       "--recompute-method", "--recompute-num-layers", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--tokenizer-type", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
