@@ -12,6 +12,8 @@ namespace mt {
 
 // world: every rank of the job (null: this process alone, as in tests).
 int cmd_train(const std::vector<std::string>& args, Communicator* world = nullptr);
+// JSON lines to .bin/.idx (tools/preprocess_data.py), or --merge (tools/merge_datasets.py).
+int cmd_preprocess(const std::vector<std::string>& args);
 
 // Runs `command_fn` and returns its exit code. An mt::Error (or any exception) is printed as
 // "megatron <command>: error: ..." (prefixed by the rank when the job has several) and ends the

@@ -17,7 +17,8 @@ const char* kUsage =
     "usage: megatron <command> [options]\n"
     "\n"
     "commands:\n"
-    "  train    train a GPT model (megatron train --help for its options)\n";
+    "  train        train a GPT model (megatron train --help for its options)\n"
+    "  preprocess   tokenize JSON lines into .bin/.idx datasets, or merge datasets\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
 bool launched_as_mpi_rank() {
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (rc != 0) return rc;
   return mt::run_or_abort(command, world.get(), [&] {
     if (command == "train") return mt::cmd_train(args, world.get());
+    if (command == "preprocess") return mt::cmd_preprocess(args);
     std::fprintf(stderr, "megatron: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   });

@@ -34,7 +34,7 @@ const std::vector<OptionSpec> kTable = {
     {"--hidden-dropout", T::real, "0.1", "dropout after attention and MLP outputs and the embedding", "", "train"},
     {"--attention-dropout", T::real, "0.1", "dropout on attention probabilities", "", "train"},
     {"--init-method-std", T::real, "0.02", "std of the normal weight init", "", "train"},
-    {"--vocab-size", T::integer, "", "vocabulary size (NullTokenizer / mock data)", "", "train"},
+    {"--vocab-size", T::integer, "", "vocabulary size of the NullTokenizer (ids 0..V-1, EOD = V-1; mock data)", "", "train,preprocess"},
     {"--make-vocab-size-divisible-by", T::integer, "128", "pad the vocabulary to a multiple of this", "", "train"},
     {"--untie-embeddings-and-output-weights", T::flag, "", "separate output layer weights", "", "train"},
     {"--attention-backend", T::choice, "flash", "flash: online softmax; unfused: stores probabilities", "flash|unfused", "train"},
@@ -50,12 +50,22 @@ const std::vector<OptionSpec> kTable = {
     {"--seed", T::integer, "1234", "random seed (init, dropout, data shuffle)", "", "train"},
     {"--calculate-per-token-loss", T::flag, "", "normalise the loss by the tokens of the global batch, not per micro-batch", "", "train"},
     // Data (data and tokenizer args).
-    {"--mock-data", T::flag, "", "train on Megatron's mock dataset (the only data source so far)", "", "train"},
-    {"--tokenizer-type", T::choice, "", "tokenizer; NullTokenizer (ids 0..V-1, EOD = V-1) is the one supported so far (default with --vocab-size)",
+    {"--mock-data", T::flag, "", "train on Megatron's mock dataset instead of --data-path", "", "train"},
+    {"--data-path", T::list, "", "dataset prefixes (PREFIX.bin/.idx), optionally weighted: P, or P1 P2 ..., or W1 P1 W2 P2 ...", "", "train"},
+    {"--train-data-path", T::list, "", "the train split's own prefixes (weighted like --data-path); with --valid/--test-data-path", "", "train"},
+    {"--valid-data-path", T::list, "", "the validation split's own prefixes", "", "train"},
+    {"--test-data-path", T::list, "", "the test split's own prefixes", "", "train"},
+    {"--data-cache-path", T::text, "", "directory for the dataset index cache (default: cache/GPTDataset_indices next to each prefix)", "", "train"},
+    {"--tokenizer-type", T::choice, "", "tokenizer (NullTokenizer is the default with --vocab-size)",
      "BertWordPieceLowerCase|BertWordPieceCase|GPT2BPETokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
      "HuggingFaceTokenizer|Llama2Tokenizer|TikTokenizer|MultimodalTokenizer|NullTokenizer|NullMultimodalTokenizer|SFTTokenizer",
-     "train"},
-    {"--split", T::text, "", "train,valid,test proportions of --data-path (mock data always uses 1,1,1)", "", "train"},
+     "train,preprocess"},
+    {"--vocab-file", T::text, "", "GPT2BPETokenizer: vocab.json / encoder.json", "", "train,preprocess"},
+    {"--merge-file", T::text, "", "GPT2BPETokenizer: merges.txt / vocab.bpe", "", "train,preprocess"},
+    {"--tokenizer-model", T::text, "", "SentencePieceTokenizer: the .model file", "", "train,preprocess"},
+    {"--split", T::text, "", "train,valid,test proportions of --data-path (default 969,30,1; mock data always uses 1,1,1)", "", "train"},
+    {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token", "", "train"},
+    {"--reset-attention-mask", T::flag, "", "block attention across documents (not supported yet: rejected)", "", "train"},
     {"--eod-mask-loss", T::flag, "", "no loss on tokens that follow an end-of-document token", "", "train"},
     // Learning rate and weight decay (SchedulerConfig; optimizer_param_scheduler.py).
     {"--lr", T::real, "", "peak learning rate (required)", "", "train"},
@@ -99,6 +109,13 @@ const std::vector<OptionSpec> kTable = {
     // Configuration files.
     {"--config", T::text, "", "YAML file of options (keys are flag names without --, - or _); flags override it", "", "train"},
     {"--print-config", T::flag, "", "print the resolved options as YAML and exit", "", "train"},
+    // megatron preprocess (tools/preprocess_data.py, tools/merge_datasets.py).
+    {"--input", T::text, "", "JSON-lines file or glob of files (files read in sorted order); with --merge: a directory of .bin/.idx pairs or a glob of prefixes", "", "preprocess"},
+    {"--json-keys", T::list, "text", "keys to extract from each JSON line (one output pair per key)", "", "preprocess"},
+    {"--output-prefix", T::text, "", "output path without the _{key}_document.bin/.idx suffix (with --merge: without .bin/.idx)", "", "preprocess"},
+    {"--append-eod", T::flag, "", "append the tokenizer's end-of-document token to each non-empty document", "", "preprocess"},
+    {"--workers", T::integer, "1", "tokenizing threads (the output does not depend on it)", "", "preprocess"},
+    {"--merge", T::flag, "", "merge the datasets of --input into --output-prefix (tools/merge_datasets.py)", "", "preprocess"},
 };
 
 const OptionSpec* find(const std::string& command, const std::string& name) {
@@ -146,7 +163,8 @@ void check_value(const OptionSpec& o, const std::string& v) {
       break;
     }
     case T::flag:
-    case T::text: break;
+    case T::text:
+    case T::list: break;
   }
 }
 }  // namespace
@@ -185,6 +203,16 @@ void load_config_file(const std::string& command, const std::string& path, std::
     const std::string name = "--" + key;
     const OptionSpec& o = lookup(command, name, " in " + path);
     MT_CHECK(name != "--config") << path << ": a config file cannot include another";
+    if (o.type == T::list && item.second.IsSequence()) {
+      std::string joined;
+      for (const auto& element : item.second) {
+        MT_CHECK(element.IsScalar()) << path << ": " << key << " must be a list of scalars";
+        joined += (joined.empty() ? "" : "\n") + element.as<std::string>();
+      }
+      MT_CHECK(!joined.empty()) << path << ": " << key << " is an empty list";
+      values[name] = joined;
+      continue;
+    }
     MT_CHECK(item.second.IsScalar()) << path << ": value of " << item.first.as<std::string>() << " must be a scalar";
     std::string value = item.second.as<std::string>();
     if (o.type == T::flag) {
@@ -219,6 +247,13 @@ Options parse_options(const std::string& command, const std::vector<std::string>
     if (o.type == T::flag) {
       MT_CHECK(!inline_value) << name << " is a flag and takes no value";
       value = "1";
+    } else if (o.type == T::list && !inline_value) {
+      // Every following word up to the next --option (values are stored joined by newlines).
+      MT_CHECK(i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) << name << " needs at least one value";
+      while (i + 1 < args.size() && args[i + 1].rfind("--", 0) != 0) {
+        MT_CHECK(args[i + 1].find('\n') == std::string::npos) << name << ": a value holds a newline";
+        value += (value.empty() ? "" : "\n") + args[++i];
+      }
     } else if (!inline_value) {
       MT_CHECK(i + 1 < args.size()) << name << " needs a value";
       value = args[++i];
@@ -244,6 +279,14 @@ std::string Options::to_yaml() const {
     const OptionSpec* o = nullptr;
     for (const OptionSpec& c : kTable)
       if (name == c.name) o = &c;
+    if (o && o->type == T::list) {
+      YAML::Emitter e;
+      e << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& v : list(name)) e << YAML::DoubleQuoted << v;
+      e << YAML::EndSeq;
+      out += key + ": " + e.c_str() + "\n";
+      continue;
+    }
     out += key + ": " + (o && o->type == T::flag ? "true" : value) + "\n";
   }
   return out;
@@ -254,6 +297,17 @@ bool Options::has(const std::string& name) const { return values_.count(name) > 
 long long Options::integer(const std::string& name) const { return std::strtoll(text(name).c_str(), nullptr, 10); }
 double Options::real(const std::string& name) const { return std::strtod(text(name).c_str(), nullptr); }
 bool Options::flag(const std::string& name) const { return values_.count(name) > 0; }
+
+std::vector<std::string> Options::list(const std::string& name) const {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text(name)) {
+    if (c == '\n') out.push_back(std::move(item)), item.clear();
+    else item += c;
+  }
+  out.push_back(item);
+  return out;
+}
 
 const std::string& Options::text(const std::string& name) const {
   auto it = values_.find(name);
@@ -271,6 +325,7 @@ std::string options_help(const std::string& command) {
     else if (o.type == T::integer) left += " N";
     else if (o.type == T::real) left += " X";
     else if (o.type == T::text) left += " S";
+    else if (o.type == T::list) left += " S [S ...]";
     s << left << std::string(left.size() < 44 ? 44 - left.size() : 1, ' ') << o.help;
     if (*o.default_value) s << " (default " << o.default_value << ")";
     s << "\n";

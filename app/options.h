@@ -9,7 +9,8 @@
 
 namespace mt {
 
-enum class OptionType { integer, real, flag, text, choice };
+// list: one or more values ("--data-path 0.3 a 0.7 b", Megatron's nargs); --name=v gives one.
+enum class OptionType { integer, real, flag, text, choice, list };
 
 struct OptionSpec {
   const char* name;           // "--hidden-size"
@@ -30,6 +31,8 @@ class Options {
   double real(const std::string& name) const;
   bool flag(const std::string& name) const;
   const std::string& text(const std::string& name) const;
+  // The values of a list option (a text option gives its one value).
+  std::vector<std::string> list(const std::string& name) const;
   // Every option that has a value, as YAML that --config reads back.
   std::string to_yaml() const;
 

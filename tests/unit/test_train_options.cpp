@@ -18,19 +18,19 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   const std::vector<std::string> expected = {
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--clip-grad",
-      "--config", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
+      "--config", "--data-cache-path", "--data-path", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
       "--eval-iters", "--exit-interval", "--ffn-hidden-size", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
       "--initial-loss-scale", "--kv-channels", "--log-interval", "--loss-scale", "--loss-scale-window", "--lr",
       "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init",
       "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
-      "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings",
+      "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file",
       "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization",
       "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
-      "--recompute-method", "--recompute-num-layers", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
-      "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--tokenizer-type", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+      "--recompute-method", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
+      "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
+      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
