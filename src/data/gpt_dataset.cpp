@@ -162,55 +162,93 @@ std::vector<int64_t> build_shuffle_index(int64_t num_samples, int64_t total_size
 
 // --- GptDataset ---------------------------------------------------------------------------------
 
+GptDatasetConfig GptDataset::normalized(GptDatasetConfig config) {
+  // MegatronDataset: a pad id that collides with EOD would unmask/mask real tokens, so it falls
+  // back to -1, an id no dataset contains.
+  if (config.pad_token == config.eod_token && !config.allow_ambiguous_pad_tokens) config.pad_token = -1;
+  return config;
+}
+
+GptDatasetIndices GptDataset::build_indices(const LowLevelDataset& dataset, std::span<const int32_t> indices,
+                                            std::optional<int64_t> num_samples, Split split, GptDatasetConfig config) {
+  config = normalized(config);
+  MT_CHECK(!config.reset_attention_mask)
+      << "--reset-attention-mask is not supported yet; drop the flag (documents in a sample then "
+         "attend to each other causally, as in Megatron's default)";
+  MT_CHECK(config.sequence_length > 1) << "--seq-length must be at least 2, got " << config.sequence_length;
+  MT_CHECK(!num_samples || *num_samples >= 0) << "negative sample count " << *num_samples;
+  const std::span<const int32_t> lengths = dataset.sequence_lengths();
+  for (int32_t id : indices)
+    MT_CHECK(id >= 0 && id < static_cast<int64_t>(lengths.size()))
+        << "sequence id " << id << " is outside the dataset's " << lengths.size() << " sequences";
+  MT_CHECK(!indices.empty()) << "the " << split_name(split)
+                             << " split selects no sequences; give it a larger --split weight or more data";
+
+  GptDatasetIndices out;
+  const int64_t extra = config.add_extra_token ? 1 : 0;
+  const int64_t seq = config.sequence_length;
+  for (int32_t id : indices) out.tokens_per_epoch += lengths[id];
+  out.num_epochs = gpt_num_epochs(out.tokens_per_epoch, num_samples, seq, extra);
+
+  // _build_document_sample_shuffle_indices: decide whether the last epoch is shuffled apart.
+  int64_t samples_sans_final_epoch = 0;
+  if (out.num_epochs > 1) {
+    samples_sans_final_epoch = ((out.num_epochs - 1) * out.tokens_per_epoch - extra) / seq;
+    const int64_t from_final_epoch = *num_samples - samples_sans_final_epoch;
+    const int64_t per_epoch = (out.tokens_per_epoch - extra) / seq;
+    MT_CHECK(from_final_epoch >= 0) << "internal: negative samples in the final epoch";
+    MT_CHECK(from_final_epoch <= per_epoch + 1) << "internal: final epoch holds more than one epoch";
+    // int(0.80 * per_epoch), computed in double as Python does.
+    out.separate_final_epoch = from_final_epoch < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+  }
+
+  // One RandomState, drawn first by the document index and then by the shuffle index.
+  NumpyRandomState rng(config.random_seed);
+  out.document_index = build_document_index(indices, out.num_epochs, rng, out.separate_final_epoch);
+  const bool drop_last = split == Split::valid ? config.drop_last_partial_validation_sequence : true;
+  out.sample_index =
+      build_sample_index(lengths, out.document_index, seq, out.num_epochs, out.tokens_per_epoch, drop_last, extra);
+  const int64_t total = static_cast<int64_t>(out.sample_index.size() / 2) - 1;
+  out.shuffle_index = build_shuffle_index(out.separate_final_epoch ? samples_sans_final_epoch : total, total, rng);
+  return out;
+}
+
 GptDataset::GptDataset(std::shared_ptr<const LowLevelDataset> dataset, std::vector<int32_t> indices,
                        std::optional<int64_t> num_samples, Split split, GptDatasetConfig config)
+    : GptDataset(dataset, indices, num_samples, split, config, [&] {
+        MT_CHECK(dataset != nullptr) << "GptDataset needs a low-level dataset";
+        return build_indices(*dataset, indices, num_samples, split, config);
+      }()) {}
+
+GptDataset::GptDataset(std::shared_ptr<const LowLevelDataset> dataset, std::vector<int32_t> indices,
+                       std::optional<int64_t> num_samples, Split split, GptDatasetConfig config,
+                       GptDatasetIndices built)
     : dataset_(std::move(dataset)),
       indices_(std::move(indices)),
       num_samples_(num_samples),
       split_(split),
-      config_(config) {
+      config_(normalized(config)),
+      tokens_per_epoch_(built.tokens_per_epoch),
+      num_epochs_(built.num_epochs),
+      separate_final_epoch_(built.separate_final_epoch),
+      document_index_(std::move(built.document_index)),
+      sample_index_(std::move(built.sample_index)),
+      shuffle_index_(std::move(built.shuffle_index)) {
   MT_CHECK(dataset_ != nullptr) << "GptDataset needs a low-level dataset";
-  // MegatronDataset: a pad id that collides with EOD would unmask/mask real tokens, so it falls
-  // back to -1, an id no dataset contains.
-  if (config_.pad_token == config_.eod_token && !config_.allow_ambiguous_pad_tokens) config_.pad_token = -1;
-  MT_CHECK(!config_.reset_attention_mask)
-      << "--reset-attention-mask is not supported yet; drop the flag (documents in a sample then "
-         "attend to each other causally, as in Megatron's default)";
-  MT_CHECK(config_.sequence_length > 1) << "--seq-length must be at least 2, got " << config_.sequence_length;
-  MT_CHECK(!num_samples_ || *num_samples_ >= 0) << "negative sample count " << *num_samples_;
+  MT_CHECK(!config_.reset_attention_mask) << "--reset-attention-mask is not supported yet; drop the flag";
+  // Every index must point inside the next one, so sample_text cannot read out of bounds.
+  const int64_t n = dataset_->num_sequences();
+  for (int32_t d : document_index_) MT_CHECK(d >= 0 && d < n) << "stale dataset indices: sequence " << d;
+  MT_CHECK(sample_index_.size() >= 2 && sample_index_.size() % 2 == 0) << "stale dataset indices: sample index";
   const std::span<const int32_t> lengths = dataset_->sequence_lengths();
-  for (int32_t id : indices_)
-    MT_CHECK(id >= 0 && id < static_cast<int64_t>(lengths.size()))
-        << "sequence id " << id << " is outside the dataset's " << lengths.size() << " sequences";
-  MT_CHECK(!indices_.empty()) << "the " << split_name(split_)
-                              << " split selects no sequences; give it a larger --split weight or more data";
-
-  const int64_t extra = config_.add_extra_token ? 1 : 0;
-  const int64_t seq = config_.sequence_length;
-  tokens_per_epoch_ = 0;
-  for (int32_t id : indices_) tokens_per_epoch_ += lengths[id];
-  num_epochs_ = gpt_num_epochs(tokens_per_epoch_, num_samples_, seq, extra);
-
-  // _build_document_sample_shuffle_indices: decide whether the last epoch is shuffled apart.
-  int64_t samples_sans_final_epoch = 0;
-  separate_final_epoch_ = false;
-  if (num_epochs_ > 1) {
-    samples_sans_final_epoch = ((num_epochs_ - 1) * tokens_per_epoch_ - extra) / seq;
-    const int64_t from_final_epoch = *num_samples_ - samples_sans_final_epoch;
-    const int64_t per_epoch = (tokens_per_epoch_ - extra) / seq;
-    MT_CHECK(from_final_epoch >= 0) << "internal: negative samples in the final epoch";
-    MT_CHECK(from_final_epoch <= per_epoch + 1) << "internal: final epoch holds more than one epoch";
-    // int(0.80 * per_epoch), computed in double as Python does.
-    separate_final_epoch_ = from_final_epoch < static_cast<int64_t>(0.80 * static_cast<double>(per_epoch));
+  for (size_t r = 0; r < sample_index_.size(); r += 2) {
+    const int64_t d = sample_index_[r], o = sample_index_[r + 1];
+    MT_CHECK(d >= 0 && d < static_cast<int64_t>(document_index_.size()) && o >= 0 &&
+             o <= lengths[document_index_[d]])
+        << "stale dataset indices: sample row " << r / 2;
   }
-
-  // One RandomState, drawn first by the document index and then by the shuffle index.
-  NumpyRandomState rng(config_.random_seed);
-  document_index_ = build_document_index(indices_, num_epochs_, rng, separate_final_epoch_);
-  const bool drop_last = split_ == Split::valid ? config_.drop_last_partial_validation_sequence : true;
-  sample_index_ = build_sample_index(lengths, document_index_, seq, num_epochs_, tokens_per_epoch_, drop_last, extra);
-  const int64_t total = static_cast<int64_t>(sample_index_.size() / 2) - 1;
-  shuffle_index_ = build_shuffle_index(separate_final_epoch_ ? samples_sans_final_epoch : total, total, rng);
+  const int64_t rows = static_cast<int64_t>(sample_index_.size() / 2) - 1;
+  for (int64_t j : shuffle_index_) MT_CHECK(j >= 0 && j < rows) << "stale dataset indices: shuffle entry " << j;
 }
 
 std::vector<int64_t> GptDataset::sample_text(int64_t i) const {

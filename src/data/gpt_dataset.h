@@ -75,12 +75,31 @@ struct GptSample {
   std::vector<int64_t> position_ids;  // 0.. ; restart after each EOD with reset_position_ids
 };
 
+// What GptDataset builds from the lengths, the seed and the sizes (and the index cache stores).
+struct GptDatasetIndices {
+  int64_t tokens_per_epoch = 0;
+  int64_t num_epochs = 1;
+  bool separate_final_epoch = false;
+  std::vector<int32_t> document_index;
+  std::vector<int64_t> sample_index;   // flattened rows (position in document index, offset)
+  std::vector<int64_t> shuffle_index;
+};
+
 class GptDataset {
  public:
   // `indices`: the sequence ids of this split (Megatron's indexed_indices, contiguous in
   // practice). `num_samples`: samples requested (nullopt = one epoch). Builds all three indices.
   GptDataset(std::shared_ptr<const LowLevelDataset> dataset, std::vector<int32_t> indices,
              std::optional<int64_t> num_samples, Split split, GptDatasetConfig config);
+  // The same dataset from indices built before (the index cache); they are checked against the
+  // dataset so that a stale or damaged cache cannot index out of bounds.
+  GptDataset(std::shared_ptr<const LowLevelDataset> dataset, std::vector<int32_t> indices,
+             std::optional<int64_t> num_samples, Split split, GptDatasetConfig config, GptDatasetIndices built);
+  // What the first constructor builds.
+  static GptDatasetIndices build_indices(const LowLevelDataset& dataset, std::span<const int32_t> indices,
+                                         std::optional<int64_t> num_samples, Split split, GptDatasetConfig config);
+  // The config as the dataset uses it (pad == eod falls back to -1 unless allowed).
+  static GptDatasetConfig normalized(GptDatasetConfig config);
 
   // len(GPTDataset): the number of samples built, which can exceed num_samples.
   int64_t size() const { return static_cast<int64_t>(shuffle_index_.size()); }
