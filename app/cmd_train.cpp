@@ -3,13 +3,18 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
 #include "app/options.h"
+#include "app/tokenizer_flags.h"
+#include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
+#include "data/tokenizer.h"
+#include "parallel/grid.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -129,22 +134,57 @@ TrainConfig train_config(const Options& o) {
   return t;
 }
 
-// The data flags. Only --mock-data with the NullTokenizer exists so far; everything else names
-// the issue that brings it.
+bool has_data_path(const Options& o) {
+  for (const char* f : {"--data-path", "--train-data-path", "--valid-data-path", "--test-data-path"})
+    if (o.has(f)) return true;
+  return false;
+}
+
+// The data flags: --mock-data (NullTokenizer ids) or .bin/.idx files (--data-path or per-split
+// paths) read with the tokenizer's ids.
 void check_data_options(const Options& o) {
-  if (o.has("--tokenizer-type")) {
-    const std::string& type = o.text("--tokenizer-type");
-    MT_CHECK(type == "NullTokenizer")
-        << "--tokenizer-type " << type << " is not supported yet: tokenizers arrive with issue 4 (data pipeline); "
-        << "use --tokenizer-type NullTokenizer --vocab-size V";
+  MT_CHECK(!(o.flag("--mock-data") && has_data_path(o))) << "--mock-data excludes --data-path and the per-split paths";
+  MT_CHECK(o.flag("--mock-data") || has_data_path(o))
+      << "no training data: pass --data-path PREFIX (a .bin/.idx pair written by `megatron preprocess`), "
+      << "or --mock-data for Megatron's synthetic data";
+  if (o.flag("--mock-data")) {
+    MT_CHECK(!o.has("--tokenizer-type") || o.text("--tokenizer-type") == "NullTokenizer")
+        << "--mock-data reads NullTokenizer ids: use --tokenizer-type NullTokenizer --vocab-size V";
+    MT_CHECK(o.has("--vocab-size")) << "--mock-data needs --vocab-size (token ids are 0..V-1, EOD = V-1)";
   }
-  MT_CHECK(o.has("--vocab-size")) << "--tokenizer-type NullTokenizer needs --vocab-size (token ids are 0..V-1, EOD = V-1)";
-  MT_CHECK(o.flag("--mock-data"))
-      << "no training data: pass --mock-data (reading --data-path .bin/.idx files arrives with issue 4, data pipeline)";
-  if (o.has("--split")) {
-    // Validates the string the way Megatron parses it, even though mock data ignores it.
-    (void)parse_and_normalize_split(o.text("--split"));
-  }
+  MT_CHECK(!o.flag("--reset-attention-mask"))
+      << "--reset-attention-mask is not supported yet; drop it (documents in a sample then attend to each other "
+         "causally, Megatron's default)";
+  MT_CHECK(!o.flag("--reset-position-ids"))
+      << "--reset-position-ids is not supported yet: the model does not take per-token position ids; drop it";
+  if (o.has("--split")) (void)parse_and_normalize_split(o.text("--split"));  // validated as Megatron parses it
+  if (o.has("--data-cache-path")) MT_CHECK(!o.text("--data-cache-path").empty()) << "--data-cache-path is empty";
+}
+
+// --data-path & co: the splits sized for this run (which needs the data-parallel size).
+TrainData real_train_data(const Options& o, const ModelConfig& model, const TrainConfig& train, const Tokenizer& tok,
+                          Communicator* world) {
+  GridConfig g;
+  g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
+  g.world_size = world ? world->size() : 1;
+  TrainConfig sized = train;
+  sized.data_parallel_size = ParallelGrid(g).dp();
+  sized.finalize();
+  GptDataConfig c;
+  if (o.has("--data-path")) c.blend = parse_blend(o.list("--data-path"), "--data-path");
+  const char* per_split[3] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
+  for (int s = 0; s < 3; ++s)
+    if (o.has(per_split[s])) c.blend_per_split[s] = parse_blend(o.list(per_split[s]), per_split[s]);
+  if (o.has("--split")) c.split = o.text("--split");
+  if (o.has("--data-cache-path")) c.cache_path = o.text("--data-cache-path");
+  c.gpt.sequence_length = model.seq_length;
+  MT_CHECK(sized.seed <= 0xffffffffull) << "--seed " << sized.seed << " is too large: the data shuffle takes a 32-bit seed";
+  c.gpt.random_seed = static_cast<uint32_t>(sized.seed);
+  c.gpt.eod_mask_loss = sized.eod_mask_loss;
+  c.gpt.eod_token = tok.eod();
+  c.gpt.pad_token = tok.pad().value_or(-1);
+  return build_gpt_train_data(c, sized.dataset_sizes());
 }
 
 }  // namespace
@@ -161,8 +201,14 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
     return 0;
   }
   check_data_options(options);
-  const ModelConfig model = model_config(options);
+  ModelConfig model = model_config(options);
   TrainConfig train = train_config(options);
+  std::optional<TrainData> data;
+  if (!options.flag("--mock-data")) {
+    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tokenizer_options(options));
+    model.vocab_size = tokenizer->vocab_size();  // padded by the model to --make-vocab-size-divisible-by
+    data = real_train_data(options, model, train, *tokenizer, world);
+  }
   // The estimate of the time left is for people watching a terminal, never for pipes and CI logs
   // (mpirun hands its ranks a pseudo-terminal whatever its own output is, so only single-rank).
   train.show_progress = isatty(STDOUT_FILENO) == 1 && (world == nullptr || world->size() == 1);
@@ -173,9 +219,11 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
     std::puts(line.c_str());
     std::fflush(stdout);
   };
-  if (options.has("--split") && options.text("--split") != "1,1,1")
+  if (!data && options.has("--split") && options.text("--split") != "1,1,1")
     print("note: --split " + options.text("--split") + " is ignored: mock data always uses the split 1,1,1 (as Megatron)");
-  Trainer trainer(model, train, world);
+  std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), world)
+                                        : std::make_unique<Trainer>(model, train, world);
+  Trainer& trainer = *owned;
   const ProcessGroups& g = trainer.groups();
   print("model: " + trainer.model().config().summary());
   print("layout: " + std::to_string(g.grid.world_size()) + " ranks = tensor parallel " + std::to_string(g.grid.tp()) +

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/error.h"
 #include "data/mapped_file.h"
@@ -82,7 +85,8 @@ void save_gpt_indices(const std::string& path, const std::string& description, c
   std::filesystem::create_directories(dir, ec);
   MT_CHECK(!ec) << "cannot create the dataset index cache " << dir.string() << ": " << ec.message()
                 << "; point --data-cache-path at a writable directory";
-  const std::string tmp = temp_path(path);
+  // Per process: ranks that build the same indices at once must not share a temporary file.
+  const std::string tmp = temp_path(path) + "." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   MT_CHECK(f != nullptr) << "cannot write " << tmp << ": " << std::strerror(errno)
                          << "; point --data-cache-path at a writable directory";

@@ -8,10 +8,8 @@
 
 namespace mt {
 
-GptSampleSource::GptSampleSource(GptDataset dataset) : dataset_(std::move(dataset)) {}
-
-void GptSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
-  const GptSample sample = dataset_.get_sample(index);
+namespace {
+void write_sample(const GptSample& sample, int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) {
   const size_t s = sample.tokens.size();
   for (size_t i = 0; i < s; ++i) {
     // Token ids come from a tokenizer whose vocabulary the model was sized for; a 32-bit id is
@@ -19,11 +17,37 @@ void GptSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, floa
     MT_CHECK(sample.tokens[i] >= 0 && sample.labels[i] >= 0 &&
              sample.tokens[i] <= std::numeric_limits<int32_t>::max() &&
              sample.labels[i] <= std::numeric_limits<int32_t>::max())
-        << split_name(dataset_.split()) << " sample " << index << " holds a token id outside [0, 2^31)";
+        << "sample " << index << " holds a token id outside [0, 2^31)";
     tokens[i] = static_cast<int32_t>(sample.tokens[i]);
     labels[i] = static_cast<int32_t>(sample.labels[i]);
     loss_mask[i] = sample.loss_mask[i];
   }
+}
+}  // namespace
+
+GptSampleSource::GptSampleSource(GptDataset dataset) : dataset_(std::move(dataset)) {}
+
+void GptSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
+  write_sample(dataset_.get_sample(index), index, tokens, labels, loss_mask);
+}
+
+DatasetSampleSource::DatasetSampleSource(std::shared_ptr<const GptSampleDataset> dataset)
+    : dataset_(std::move(dataset)) {
+  MT_CHECK(dataset_ != nullptr) << "DatasetSampleSource needs a dataset";
+}
+
+void DatasetSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
+  write_sample(dataset_->get_sample(index), index, tokens, labels, loss_mask);
+}
+
+TrainData build_gpt_train_data(const GptDataConfig& config, const std::array<int64_t, 3>& sizes,
+                               GptDataBuildStats* stats) {
+  const auto splits = build_gpt_datasets(config, sizes, stats);
+  TrainData data;
+  std::shared_ptr<const SampleSource>* out[3] = {&data.train, &data.valid, &data.test};
+  for (int i = 0; i < 3; ++i)
+    if (splits[i]) *out[i] = std::make_shared<DatasetSampleSource>(splits[i]);
+  return data;
 }
 
 const SampleSource* TrainData::split(Split s) const {

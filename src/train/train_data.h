@@ -1,7 +1,8 @@
 // Owns how the training loop reads data: a SampleSource per split (sample i -> tokens, labels,
 // loss mask), Megatron's MegatronPretrainingSampler (which global sample indices each
-// micro-batch of each data-parallel rank reads), the host buffers of one micro-batch, and the
-// --mock-data sources (Megatron's MockGPTDataset splits with NullTokenizer ids).
+// micro-batch of each data-parallel rank reads), the host buffers of one micro-batch, the
+// --mock-data sources (Megatron's MockGPTDataset splits with NullTokenizer ids) and the sources
+// read from .bin/.idx files (--data-path).
 #pragma once
 
 #include <array>
@@ -9,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "data/blended_dataset.h"
+#include "data/gpt_data_builder.h"
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 
@@ -37,6 +40,18 @@ class GptSampleSource : public SampleSource {
   GptDataset dataset_;
 };
 
+// A split read from .bin/.idx files: a GptDataset or a blend of several (data/blended_dataset.h).
+class DatasetSampleSource : public SampleSource {
+ public:
+  explicit DatasetSampleSource(std::shared_ptr<const GptSampleDataset> dataset);
+  int64_t size() const override { return dataset_->size(); }
+  int64_t sequence_length() const override { return dataset_->sequence_length(); }
+  void read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const override;
+
+ private:
+  std::shared_ptr<const GptSampleDataset> dataset_;
+};
+
 // The three splits; valid/test may be null (no evaluation).
 struct TrainData {
   std::shared_ptr<const SampleSource> train, valid, test;
@@ -47,6 +62,11 @@ struct TrainData {
 // `vocab_size` (eod = vocab_size - 1, no pad), sized as requested. A size of 0 builds no split.
 TrainData build_mock_train_data(int64_t vocab_size, int64_t sequence_length, uint64_t seed, bool eod_mask_loss,
                                 const std::array<int64_t, 3>& sizes);
+
+// --data-path / --train-data-path ...: the splits built from .bin/.idx files (indices cached as
+// the config says), sized as requested. A size of 0 builds no split.
+TrainData build_gpt_train_data(const GptDataConfig& config, const std::array<int64_t, 3>& sizes,
+                               GptDataBuildStats* stats = nullptr);
 
 // Megatron's MegatronPretrainingSampler (data_samplers.py): walks global sample indices from
 // `consumed_samples`; every micro_batch × dp consecutive indices form one step, of which rank r
