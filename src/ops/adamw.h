@@ -1,4 +1,6 @@
-// AdamW with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW / Megatron's Adam.
+// AdamW with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW / Megatron's Adam,
+// fused with what Megatron's optimizer step does around it: the loss-scale unscale and the clipping
+// coefficient applied to the gradient, and the copy into the 16-bit model parameters.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +16,26 @@ struct AdamWParams {
   float eps = 1e-8f;
   float weight_decay = 0.0f;  // pass 0 for params excluded from decay (biases, norms)
   int64_t step = 1;           // 1-based, for the bias corrections
+  // The gradient the update uses is g = fl(fl(grad · grad_unscale) · grad_clip): each factor
+  // rounded to f32 in turn, exactly as a scale_inplace pass by 1/loss_scale and then one by the
+  // clip coefficient would leave it. A factor of 1 leaves the bits unchanged. `grad` itself is
+  // only read.
+  float grad_unscale = 1.0f;  // 1 / loss scale
+  float grad_clip = 1.0f;     // Megatron's clip coefficient, 1 when not clipping
 };
 
-// For each i (all f32, same numel):
+// For each i (param, grad, m, v: f32, same numel), with g as above:
 //   param  *= 1 − lr·wd
 //   m       = β1·m + (1 − β1)·g;   v = β2·v + (1 − β2)·g²
 //   param  −= lr · (m / (1 − β1^t)) / (√(v / (1 − β2^t)) + eps)
+// model_copy (optional: bf16 or f16, same numel) receives the updated param rounded to nearest
+// even, bit for bit what cast(model_copy, param) writes, in the same pass.
 void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
-                  const AdamWParams& params);
+                  const AdamWParams& params, const TensorView& model_copy = TensorView());
+
+// Σ fl(grad[i] · unscale)² in double (grad f32): the sum of squares of the unscaled gradient
+// without writing it back. Bit for bit sum_squares of the tensor after scale_inplace(grad, unscale)
+// (same partition into chunks, same order), on every thread count.
+double unscaled_sum_squares(const TensorView& grad, float unscale);
 
 }  // namespace mt

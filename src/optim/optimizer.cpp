@@ -6,17 +6,28 @@
 
 namespace mt {
 
-double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
+namespace {
+
+// The local sum of squares over the gradients this rank counts (see grad_norm), each computed by
+// `sum_squares_of`, then summed over the model-parallel group; returns the norm.
+template <typename SumSquares>
+double global_norm(const std::vector<Param>& params, Communicator* model_parallel, SumSquares sum_squares_of) {
   const bool counts_replicas = model_parallel == nullptr || model_parallel->rank() == 0;
   double sum = 0.0;
   for (const Param& p : params)
-    if (p.shard.sharded() || counts_replicas) sum += sum_squares(p.grad);
+    if (p.shard.sharded() || counts_replicas) sum += sum_squares_of(p.grad);
   if (model_parallel && model_parallel->size() > 1) {
     float total = static_cast<float>(sum);
     model_parallel->all_reduce(TensorView(&total, DType::f32, {1}), ReduceOp::sum);
     sum = total;
   }
   return std::sqrt(sum);
+}
+
+}  // namespace
+
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
+  return global_norm(params, model_parallel, [](const TensorView& g) { return sum_squares(g); });
 }
 
 void finalize_model_grads(const std::vector<Param>& params, Communicator* tp) {
@@ -54,16 +65,27 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
     if (main_[i].data != params_[i].value.data) cast(main_[i], params_[i].value);
 }
 
+// Two passes over the gradients instead of up to five (unscale, norm, clip, update, 16-bit
+// copy): the norm of the unscaled gradients read straight from the scaled ones, then one fused
+// AdamW pass that unscales, clips, updates and writes the 16-bit copy. The result is bit for bit
+// that of the separate passes (see AdamWParams::grad_unscale); the gradients are left as they came.
 AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale) {
   StepResult result;
-  if (loss_scale != 1.0f)
-    for (const Param& p : params_) scale_inplace(p.grad, 1.0f / loss_scale);
-  result.grad_norm = grad_norm(params_, model_parallel_);
+  const float unscale = 1.0f / loss_scale;
+  result.grad_norm = loss_scale == 1.0f ? grad_norm(params_, model_parallel_)
+                                        : global_norm(params_, model_parallel_, [unscale](const TensorView& g) {
+                                            return unscaled_sum_squares(g, unscale);
+                                          });
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
     return result;
   }
-  clip_grads(params_, result.grad_norm, config.clip_grad);
+  // Megatron's clip (as clip_grads): coeff = clip / (norm + 1e-6), applied only when below 1.
+  float clip = 1.0f;
+  if (config.clip_grad > 0.0f) {
+    const double coeff = static_cast<double>(config.clip_grad) / (result.grad_norm + 1e-6);
+    if (coeff < 1.0) clip = static_cast<float>(coeff);
+  }
   ++step_;
   AdamWParams hp;
   hp.lr = lr;
@@ -71,10 +93,12 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   hp.beta2 = config.adam_beta2;
   hp.eps = config.adam_eps;
   hp.step = step_;
+  hp.grad_unscale = unscale;
+  hp.grad_clip = clip;
   for (size_t i = 0; i < params_.size(); ++i) {
     hp.weight_decay = params_[i].weight_decay ? weight_decay : 0.0f;
-    adamw_update(main_[i], params_[i].grad, m_[i], v_[i], hp);
-    if (main_[i].data != params_[i].value.data) cast(params_[i].value, main_[i]);
+    const bool has_main = main_[i].data != params_[i].value.data;
+    adamw_update(main_[i], params_[i].grad, m_[i], v_[i], hp, has_main ? params_[i].value : TensorView());
   }
   return result;
 }

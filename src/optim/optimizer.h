@@ -45,10 +45,11 @@ class AdamW {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
     bool found_inf = false;  // a gradient was inf/NaN: nothing was updated
   };
-  // One step: unscale the gradients by 1/loss_scale, global norm (a non-finite norm skips the
+  // One step: global norm of the gradients unscaled by 1/loss_scale (a non-finite norm skips the
   // step, as Megatron's found_inf does), clip, AdamW update of the f32 main parameters at
   // learning rate `lr` and weight decay `weight_decay` (the schedules decide both), and copy them
-  // into the 16-bit model parameters.
+  // into the 16-bit model parameters. Two passes over the gradients (norm; fused unscale + clip +
+  // update + copy), bit for bit the separate passes' result; the gradients are only read.
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
   int64_t steps() const { return step_; }

@@ -1,4 +1,4 @@
-// CPU kernel for ops/adamw.h (shapes and hyperparameters already validated by the op).
+// CPU kernels for ops/adamw.h (shapes and hyperparameters already validated by the op).
 #pragma once
 
 #include "ops/adamw.h"
@@ -7,6 +7,8 @@
 namespace mt::cpu {
 
 void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
-                  const AdamWParams& params);
+                  const AdamWParams& params, const TensorView& model_copy);
+
+double unscaled_sum_squares(const TensorView& grad, float unscale);
 
 }  // namespace mt::cpu
