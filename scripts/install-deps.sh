@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
   nodejs                                # GPT-2 reference encoder (tokenizer test), GPT-2 vocab
+  fortunes python3                      # quick-start corpus (plain-text fortunes) and its JSON dump
 )
 # Debian's npm conflicts with NodeSource's nodejs, which bundles npm: ask for it only when absent.
 if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
