@@ -31,7 +31,7 @@ void write_corpus(const std::string& path, int64_t megabytes) {
   const char* syllables[] = {"the", "an", "re", "in", "er", "on", "at", "en", "ing", "ed", "or", "es", "al", "st",
                              "ar", "ter", "con", "pro", "ly", "ment", "tion", "ous", "ble", "man", "day", "work"};
   std::vector<std::string> words;
-  for (int i = 0; i < 8000; ++i) {
+  for (int i = 0; i < 30000; ++i) {
     std::string w;
     const int n = 1 + static_cast<int>(rng() % 3);
     for (int k = 0; k < n; ++k) w += syllables[rng() % (sizeof syllables / sizeof *syllables)];
