@@ -110,7 +110,10 @@ TEST(Options, RejectsBadInputWithOneClearMessage) {
 
 TEST(Options, HelpListsEveryTrainOption) {
   const std::string help = options_help("train");
-  for (const OptionSpec& o : option_table()) EXPECT_NE(help.find(o.name), std::string::npos) << o.name;
+  for (const OptionSpec& o : option_table())
+    if ((std::string(",") + o.commands + ",").find(",train,") != std::string::npos) {
+      EXPECT_NE(help.find(o.name), std::string::npos) << o.name;
+    }
 }
 
 }  // namespace
