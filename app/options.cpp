@@ -55,7 +55,7 @@ const std::vector<OptionSpec> kTable = {
     {"--train-data-path", T::list, "", "the train split's own prefixes (weighted like --data-path); with --valid/--test-data-path", "", "train"},
     {"--valid-data-path", T::list, "", "the validation split's own prefixes", "", "train"},
     {"--test-data-path", T::list, "", "the test split's own prefixes", "", "train"},
-    {"--data-cache-path", T::text, "", "directory for the dataset index cache (default: cache/GPTDataset_indices next to each prefix)", "", "train"},
+    {"--data-cache-path", T::text, "", "directory for the dataset index cache (default: PREFIX/cache/GPTDataset_indices, as Megatron)", "", "train"},
     {"--tokenizer-type", T::choice, "", "tokenizer (NullTokenizer is the default with --vocab-size)",
      "BertWordPieceLowerCase|BertWordPieceCase|GPT2BPETokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
      "HuggingFaceTokenizer|Llama2Tokenizer|TikTokenizer|MultimodalTokenizer|NullTokenizer|NullMultimodalTokenizer|SFTTokenizer",
@@ -64,7 +64,7 @@ const std::vector<OptionSpec> kTable = {
     {"--merge-file", T::text, "", "GPT2BPETokenizer: merges.txt / vocab.bpe", "", "train,preprocess"},
     {"--tokenizer-model", T::text, "", "SentencePieceTokenizer: the .model file", "", "train,preprocess"},
     {"--split", T::text, "", "train,valid,test proportions of --data-path (default 969,30,1; mock data always uses 1,1,1)", "", "train"},
-    {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token", "", "train"},
+    {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token (not supported yet: rejected)", "", "train"},
     {"--reset-attention-mask", T::flag, "", "block attention across documents (not supported yet: rejected)", "", "train"},
     {"--eod-mask-loss", T::flag, "", "no loss on tokens that follow an end-of-document token", "", "train"},
     // Learning rate and weight decay (SchedulerConfig; optimizer_param_scheduler.py).
