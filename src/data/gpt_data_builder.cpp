@@ -2,6 +2,7 @@
 // blended_megatron_dataset_builder.py::_build_blended_dataset_splits.
 #include "data/gpt_data_builder.h"
 
+#include <filesystem>
 #include <map>
 #include <numeric>
 
@@ -102,6 +103,10 @@ class Builder {
     d["dataset_path"] = low->prefix();
     d["dataset_sequences"] = low->num_sequences();
     d["dataset_tokens"] = low->num_tokens();
+    // A dataset preprocessed again under the same name gets new indices.
+    std::error_code ec;
+    const auto modified = std::filesystem::last_write_time(idx_path_of(low->prefix()), ec);
+    d["index_file_modified"] = ec ? 0 : static_cast<int64_t>(modified.time_since_epoch().count());
     d["indices"] = indices.empty() ? nlohmann::ordered_json::array()
                                    : nlohmann::ordered_json::array({indices.front(), indices.back() + 1});
     d["num_samples"] = num_samples ? nlohmann::ordered_json(*num_samples) : nlohmann::ordered_json();

@@ -5,6 +5,7 @@
 // blend and rejects an odd weight/prefix mix.
 #include <stdlib.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,12 @@ TEST(TrainRealData, LossFallsFarBelowUnigramEntropyAndIndicesAreCached) {
   (void)build_gpt_train_data(c, sized.dataset_sizes(), &second);
   EXPECT_EQ(second.indices_built, 0) << "the second build must load the cached indices";
   EXPECT_EQ(second.indices_loaded, 3);
+  // A dataset written again under the same prefix (a new .idx time) gets fresh indices.
+  GptDataBuildStats third;
+  const std::string idx = idx_path_of(prefix);
+  std::filesystem::last_write_time(idx, std::filesystem::last_write_time(idx) + std::chrono::seconds(5));
+  (void)build_gpt_train_data(c, sized.dataset_sizes(), &third);
+  EXPECT_EQ(third.indices_built, 3);
 
   Trainer trainer(m, t, std::move(data));
   const TrainResult r = trainer.run([](const std::string&) {});
