@@ -84,22 +84,20 @@ Encoded encode_batch(const Batch& batch, const std::vector<std::string>& keys, b
         MT_CHECK(value.is_string()) << where() << ": key \"" << keys[k]
                                     << "\" must hold a string or a list of strings, got " << value.type_name();
         const size_t before = ko.tokens.size();
-        tokenizer.encode_into(value.get_ref<const std::string&>(), ko.tokens);
+        try {
+          tokenizer.encode_into(value.get_ref<const std::string&>(), ko.tokens);
+        } catch (const Error& e) {
+          MT_FAIL() << where() << ": key \"" << keys[k] << "\": " << e.what();
+        }
         const size_t n = ko.tokens.size() - before;
         if (n == 0) return;  // empty tokenizations are skipped, as in Megatron
         MT_CHECK(n <= static_cast<size_t>(INT32_MAX)) << where() << ": a sequence of " << n << " tokens";
         ko.lengths.push_back(static_cast<int32_t>(n));
       };
-      try {
-        if (it->is_array()) {
-          for (const auto& sentence : *it) add_sentence(sentence);
-        } else {
-          add_sentence(*it);
-        }
-      } catch (const Error& e) {
-        const std::string what = e.what();
-        if (what.find(*batch.file) != std::string::npos) throw;
-        MT_FAIL() << where() << ": key \"" << keys[k] << "\": " << what;
+      if (it->is_array()) {
+        for (const auto& sentence : *it) add_sentence(sentence);
+      } else {
+        add_sentence(*it);
       }
       if (append_eod && ko.lengths.size() > sequences_before) {
         ko.tokens.push_back(static_cast<int32_t>(tokenizer.eod()));
