@@ -9,9 +9,10 @@
 
 namespace mt {
 
-void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
-                  const AdamWParams& params, const TensorView& model_copy) {
-  const char* op = "adamw_update";
+namespace {
+
+void check_adamw_tensors(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                         const TensorView& model_copy, const char* op) {
   const int64_t n = param.numel();
   const TensorView* tensors[] = {&param, &grad, &m, &v};
   const char* names[] = {"param", "grad", "m", "v"};
@@ -28,7 +29,13 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
     MT_CHECK(model_copy.numel() == n) << op << ": model_copy is " << model_copy.str() << ", expected " << n
                                       << " elements like param";
     MT_CHECK(model_copy.data != param.data) << op << ": model_copy must not alias param";
+    check_same_device({param, grad, m, v, model_copy}, op);
+  } else {
+    check_same_device({param, grad, m, v}, op);
   }
+}
+
+void check_adamw_params(const AdamWParams& params, const char* op) {
   MT_CHECK(params.step >= 1) << op << ": step " << params.step << " must be >= 1 (1-based, for the bias corrections)";
   MT_CHECK(params.beta1 >= 0.0f && params.beta1 < 1.0f && params.beta2 >= 0.0f && params.beta2 < 1.0f)
       << op << ": betas (" << params.beta1 << ", " << params.beta2 << ") must lie in [0, 1)";
@@ -37,10 +44,33 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
       << " must be finite";
   MT_CHECK(std::isfinite(params.grad_unscale) && std::isfinite(params.grad_clip))
       << op << ": grad_unscale " << params.grad_unscale << " and grad_clip " << params.grad_clip << " must be finite";
-  if (has_copy) check_same_device({param, grad, m, v, model_copy}, op);
-  else check_same_device({param, grad, m, v}, op);
+}
+
+}  // namespace
+
+void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                  const AdamWParams& params, const TensorView& model_copy) {
+  const char* op = "adamw_update";
+  check_adamw_tensors(param, grad, m, v, model_copy, op);
+  check_adamw_params(params, op);
   switch (param.device) {
     case Device::cpu: return cpu::adamw_update(param, grad, m, v, params, model_copy);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params) {
+  const char* op = "adamw_update_multi";
+  if (tensors.empty()) return;
+  check_adamw_params(params, op);
+  for (const AdamWTensor& t : tensors) {
+    check_adamw_tensors(t.param, t.grad, t.m, t.v, t.model_copy, op);
+    MT_CHECK(std::isfinite(t.weight_decay)) << op << ": weight_decay " << t.weight_decay << " must be finite";
+    MT_CHECK(t.param.device == tensors[0].param.device) << op << ": all tensors must live on one device";
+  }
+  switch (tensors[0].param.device) {
+    case Device::cpu: return cpu::adamw_update_multi(tensors, params);
     case Device::cuda: break;
   }
   no_kernel(op);
@@ -52,6 +82,31 @@ double unscaled_sum_squares(const TensorView& grad, float unscale) {
   MT_CHECK(!grad.empty() || grad.numel() == 0) << op << ": grad has no data";
   switch (grad.device) {
     case Device::cpu: return cpu::unscaled_sum_squares(grad, unscale);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+int64_t unscaled_sum_squares_multi_scratch(std::span<const TensorView> grads) {
+  int64_t total = 0;
+  for (const TensorView& g : grads) total += cpu::sum_squares_chunks(g.numel());
+  return total;
+}
+
+void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale, std::span<double> scratch,
+                                std::span<double> sums) {
+  const char* op = "unscaled_sum_squares_multi";
+  MT_CHECK(sums.size() == grads.size()) << op << ": " << sums.size() << " sums for " << grads.size() << " tensors";
+  if (grads.empty()) return;
+  MT_CHECK(static_cast<int64_t>(scratch.size()) >= unscaled_sum_squares_multi_scratch(grads))
+      << op << ": scratch of " << scratch.size() << " doubles, needs " << unscaled_sum_squares_multi_scratch(grads);
+  for (const TensorView& g : grads) {
+    check_dtype(g, DType::f32, op, "grad");
+    MT_CHECK(!g.empty() || g.numel() == 0) << op << ": grad has no data";
+    MT_CHECK(g.device == grads[0].device) << op << ": all tensors must live on one device";
+  }
+  switch (grads[0].device) {
+    case Device::cpu: return cpu::unscaled_sum_squares_multi(grads, unscale, scratch, sums);
     case Device::cuda: break;
   }
   no_kernel(op);

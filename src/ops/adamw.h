@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/tensor.h"
 
@@ -37,5 +38,26 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
 // without writing it back. Bit for bit sum_squares of the tensor after scale_inplace(grad, unscale)
 // (same partition into chunks, same order), on every thread count.
 double unscaled_sum_squares(const TensorView& grad, float unscale);
+
+// Multi-tensor forms (as apex's multi_tensor_apply): every tensor of a model in one launch, one
+// parallel region on CPU instead of one per tensor. On a machine shared with other processes every
+// region's closing barrier can cost a scheduler time slice, so the count matters more than the
+// bytes. Results are bit for bit those of the single-tensor calls.
+
+// One tensor's share of a multi-tensor AdamW step.
+struct AdamWTensor {
+  TensorView param, grad, m, v;  // f32, same numel
+  TensorView model_copy;         // optional bf16/f16 copy of param (see adamw_update)
+  float weight_decay = 0.0f;     // this tensor's decay (0 for biases and norms)
+};
+// adamw_update(t.param, t.grad, t.m, t.v, params with weight_decay = t.weight_decay, t.model_copy)
+// for every t; params.weight_decay is not used.
+void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params);
+
+// sums[k] = unscaled_sum_squares(grads[k], unscale) for every k. scratch: at least
+// unscaled_sum_squares_multi_scratch(grads) doubles (workspace sized once by the caller).
+int64_t unscaled_sum_squares_multi_scratch(std::span<const TensorView> grads);
+void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale, std::span<double> scratch,
+                                std::span<double> sums);
 
 }  // namespace mt

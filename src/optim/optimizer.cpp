@@ -8,26 +8,29 @@ namespace mt {
 
 namespace {
 
-// The local sum of squares over the gradients this rank counts (see grad_norm), each computed by
-// `sum_squares_of`, then summed over the model-parallel group; returns the norm.
-template <typename SumSquares>
-double global_norm(const std::vector<Param>& params, Communicator* model_parallel, SumSquares sum_squares_of) {
-  const bool counts_replicas = model_parallel == nullptr || model_parallel->rank() == 0;
-  double sum = 0.0;
-  for (const Param& p : params)
-    if (p.shard.sharded() || counts_replicas) sum += sum_squares_of(p.grad);
+// Which gradients this rank counts in the norm: its shards, and the parameters every tensor-parallel
+// rank holds whole on tp rank 0 only.
+bool counts_in_norm(const Param& p, Communicator* model_parallel) {
+  return p.shard.sharded() || model_parallel == nullptr || model_parallel->rank() == 0;
+}
+
+// The norm from this rank's sum of squares: summed over the model-parallel group first.
+double norm_over(double local_sum, Communicator* model_parallel) {
   if (model_parallel && model_parallel->size() > 1) {
-    float total = static_cast<float>(sum);
+    float total = static_cast<float>(local_sum);
     model_parallel->all_reduce(TensorView(&total, DType::f32, {1}), ReduceOp::sum);
-    sum = total;
+    local_sum = total;
   }
-  return std::sqrt(sum);
+  return std::sqrt(local_sum);
 }
 
 }  // namespace
 
 double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
-  return global_norm(params, model_parallel, [](const TensorView& g) { return sum_squares(g); });
+  double sum = 0.0;
+  for (const Param& p : params)
+    if (counts_in_norm(p, model_parallel)) sum += sum_squares(p.grad);
+  return norm_over(sum, model_parallel);
 }
 
 void finalize_model_grads(const std::vector<Param>& params, Communicator* tp) {
@@ -66,16 +69,23 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
 }
 
 // Two passes over the gradients instead of up to five (unscale, norm, clip, update, 16-bit
-// copy): the norm of the unscaled gradients read straight from the scaled ones, then one fused
-// AdamW pass that unscales, clips, updates and writes the 16-bit copy. The result is bit for bit
-// that of the separate passes (see AdamWParams::grad_unscale); the gradients are left as they came.
+// copy), each one multi-tensor launch: the norm of the unscaled gradients read straight from the
+// scaled ones, then one fused AdamW pass that unscales, clips, updates and writes the 16-bit copy.
+// The result is bit for bit that of the separate per-tensor passes (see AdamWParams::grad_unscale
+// and unscaled_sum_squares); the gradients are left as they came.
 AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale) {
   StepResult result;
   const float unscale = 1.0f / loss_scale;
-  result.grad_norm = loss_scale == 1.0f ? grad_norm(params_, model_parallel_)
-                                        : global_norm(params_, model_parallel_, [unscale](const TensorView& g) {
-                                            return unscaled_sum_squares(g, unscale);
-                                          });
+  norm_grads_.clear();
+  for (const Param& p : params_)
+    if (counts_in_norm(p, model_parallel_)) norm_grads_.push_back(p.grad);
+  norm_sums_.resize(norm_grads_.size());
+  const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
+  if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);
+  unscaled_sum_squares_multi(norm_grads_, unscale, norm_scratch_, norm_sums_);
+  double sum = 0.0;  // in parameter order, as grad_norm adds them
+  for (double s : norm_sums_) sum += s;
+  result.grad_norm = norm_over(sum, model_parallel_);
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
     return result;
@@ -95,11 +105,13 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   hp.step = step_;
   hp.grad_unscale = unscale;
   hp.grad_clip = clip;
+  update_.clear();
   for (size_t i = 0; i < params_.size(); ++i) {
-    hp.weight_decay = params_[i].weight_decay ? weight_decay : 0.0f;
     const bool has_main = main_[i].data != params_[i].value.data;
-    adamw_update(main_[i], params_[i].grad, m_[i], v_[i], hp, has_main ? params_[i].value : TensorView());
+    update_.push_back({main_[i], params_[i].grad, m_[i], v_[i], has_main ? params_[i].value : TensorView(),
+                       params_[i].weight_decay ? weight_decay : 0.0f});
   }
+  adamw_update_multi(update_, hp);
   return result;
 }
 

@@ -49,7 +49,8 @@ class AdamW {
   // step, as Megatron's found_inf does), clip, AdamW update of the f32 main parameters at
   // learning rate `lr` and weight decay `weight_decay` (the schedules decide both), and copy them
   // into the 16-bit model parameters. Two passes over the gradients (norm; fused unscale + clip +
-  // update + copy), bit for bit the separate passes' result; the gradients are only read.
+  // update + copy), each one multi-tensor launch, bit for bit the separate passes' result; the
+  // gradients are only read.
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
   int64_t steps() const { return step_; }
@@ -61,6 +62,11 @@ class AdamW {
   std::vector<TensorView> m_, v_;
   std::vector<TensorView> main_;  // f32 master copies (the parameters themselves when f32)
   int64_t step_ = 0;
+  // Reused by every step (sized by the first): the multi-tensor launches' argument lists and the
+  // norm's per-chunk partial sums.
+  std::vector<TensorView> norm_grads_;
+  std::vector<double> norm_sums_, norm_scratch_;
+  std::vector<AdamWTensor> update_;
 };
 
 }  // namespace mt

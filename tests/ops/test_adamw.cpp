@@ -4,6 +4,8 @@
 // AdamW::step (optim/optimizer.h) bit for bit against the unfused sequence of ops.
 #include "ops/adamw.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -167,6 +169,60 @@ TEST(AdamW, UnscaledSumSquaresEqualsSumSquaresOfTheUnscaledTensor) {
                                                                   << fused << " vs " << separate;
     }
   }
+}
+
+// The multi-tensor forms equal the single-tensor calls bit for bit whatever the thread count (the
+// threads' shares then cut tensors at different blocks and chunks), with tensors from empty to
+// larger than one share, and 16-bit copies on some.
+TEST(AdamW, MultiTensorFormsEqualSingleTensorCallsOnAnyThreadCount) {
+  const std::vector<int64_t> sizes = {0, 1, 255, 257, 40000, 17, 70001, 3};
+  const int saved_threads = omp_get_max_threads();
+  for (int threads : {1, 2, 3, 5}) {
+    omp_set_num_threads(threads);
+    std::vector<HostTensor> p1, p2, m1, m2, v1, v2, c1, c2, g;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const int64_t n = sizes[k];
+      p1.push_back(randn({n}, 500 + k));
+      m1.push_back(randn({n}, 520 + k, 0.01f));
+      v1.push_back(zeros({n}));
+      for (int64_t i = 0; i < n; ++i) v1.back().f32()[i] = 1e-4f * (1 + i % 5);
+      g.push_back(randn({n}, 540 + k, 300.0f));
+      c1.push_back(zeros({n}, k % 2 ? DType::bf16 : DType::f16));
+    }
+    p2 = p1, m2 = m1, v2 = v1, c2 = c1;
+    AdamWParams hp;
+    hp.lr = 1e-3f;
+    hp.step = 7;
+    hp.grad_unscale = 1.0f / 1000.0f;
+    hp.grad_clip = 0.6f;
+    std::vector<AdamWTensor> tensors;
+    std::vector<TensorView> grads;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const bool copy = k % 3 != 0;
+      const float wd = k % 2 ? 0.1f : 0.0f;
+      tensors.push_back({p1[k].view(), g[k].view(), m1[k].view(), v1[k].view(), copy ? c1[k].view() : TensorView(), wd});
+      AdamWParams single = hp;
+      single.weight_decay = wd;
+      adamw_update(p2[k].view(), g[k].view(), m2[k].view(), v2[k].view(), single, copy ? c2[k].view() : TensorView());
+      grads.push_back(g[k].view());
+    }
+    adamw_update_multi(tensors, hp);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      EXPECT_EQ(p1[k].bytes, p2[k].bytes) << "param " << k << ", " << threads << " threads";
+      EXPECT_EQ(m1[k].bytes, m2[k].bytes) << "m " << k << ", " << threads << " threads";
+      EXPECT_EQ(v1[k].bytes, v2[k].bytes) << "v " << k << ", " << threads << " threads";
+      EXPECT_EQ(c1[k].bytes, c2[k].bytes) << "copy " << k << ", " << threads << " threads";
+    }
+    std::vector<double> scratch(static_cast<size_t>(unscaled_sum_squares_multi_scratch(grads))), sums(grads.size());
+    unscaled_sum_squares_multi(grads, hp.grad_unscale, scratch, sums);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const double single = unscaled_sum_squares(grads[k], hp.grad_unscale);
+      EXPECT_EQ(std::memcmp(&sums[k], &single, sizeof single), 0) << "tensor " << k << ", " << threads << " threads";
+    }
+    std::vector<double> short_scratch(scratch.size() - 1);
+    EXPECT_THROW(unscaled_sum_squares_multi(grads, 1.0f, short_scratch, sums), Error);
+  }
+  omp_set_num_threads(saved_threads);
 }
 
 // AdamW::step under a loss scale with clipping active, for f32, bf16 and f16 parameters, against

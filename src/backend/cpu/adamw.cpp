@@ -1,39 +1,58 @@
 // CPU kernels for the optimizer step: the AdamW update as one fused pass over param, grad, m, v
-// (and the 16-bit model copy), block by block; the sum of squares of the unscaled gradient.
+// (and the 16-bit model copy), block by block; the sum of squares of the unscaled gradient. The
+// multi-tensor forms run every tensor in one parallel region, each thread taking a contiguous,
+// equal share of all the blocks (chunks) end to end, so no thread waits between tensors.
 #include "backend/cpu/adamw.h"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 
 namespace mt::cpu {
 
-void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
-                  const AdamWParams& params, const TensorView& model_copy) {
-  const int64_t n = param.numel();
-  float* p = param.f32();
-  const float* g = grad.f32();
-  float* m1 = m.f32();
-  float* m2 = v.f32();
-  const float b1 = params.beta1, b2 = params.beta2, eps = params.eps;
-  const float unscale = params.grad_unscale, clip = params.grad_clip;
+namespace {
+
+constexpr int64_t kBlock = 256;  // elements per AdamW block
+
+// The per-step constants of one tensor's update.
+struct AdamWConsts {
+  float b1, b2, eps, unscale, clip, step_size, inv_sqrt_bc2, decay;
+};
+
+AdamWConsts adamw_consts(const AdamWParams& params, float weight_decay) {
+  AdamWConsts k;
+  k.b1 = params.beta1;
+  k.b2 = params.beta2;
+  k.eps = params.eps;
+  k.unscale = params.grad_unscale;
+  k.clip = params.grad_clip;
   // Bias corrections in double (β^t for large t), folded into per-step constants as torch does:
   //   param −= (lr / bc1) · m / (√v / √bc2 + eps)
   const double t = static_cast<double>(params.step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(b1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(b2), t);
-  const float step_size = static_cast<float>(params.lr / bc1);
-  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(params.lr) * params.weight_decay);
-  uint16_t* copy16 = model_copy.data != nullptr ? static_cast<uint16_t*>(model_copy.data) : nullptr;
-  const bool copy_bf16 = copy16 != nullptr && model_copy.dtype == DType::bf16;
-  // Blocks of kBlock elements: std::sqrt may set errno, which keeps GCC (without -fno-math-errno)
-  // from vectorising any loop that calls it, so the square roots get a short loop of their own and
-  // the arithmetic around them stays vectorised. The 16-bit copy of a block is written while the
-  // block is still in L1.
-  constexpr int64_t kBlock = 256;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
+  const double bc1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
+  const double bc2 = 1.0 - std::pow(static_cast<double>(params.beta2), t);
+  k.step_size = static_cast<float>(params.lr / bc1);
+  k.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  k.decay = static_cast<float>(1.0 - static_cast<double>(params.lr) * weight_decay);
+  return k;
+}
+
+// Blocks [blk0, blk1) of one tensor. std::sqrt may set errno, which keeps GCC (without
+// -fno-math-errno) from vectorising any loop that calls it, so the square roots get a short loop
+// of their own and the arithmetic around them stays vectorised. The 16-bit copy of a block is
+// written while the block is still in L1.
+inline void adamw_blocks(const AdamWTensor& t, const AdamWConsts& k, int64_t blk0, int64_t blk1) {
+  const int64_t n = t.param.numel();
+  float* p = t.param.f32();
+  const float* g = t.grad.f32();
+  float* m1 = t.m.f32();
+  float* m2 = t.v.f32();
+  uint16_t* copy16 = t.model_copy.data != nullptr ? static_cast<uint16_t*>(t.model_copy.data) : nullptr;
+  const bool copy_bf16 = copy16 != nullptr && t.model_copy.dtype == DType::bf16;
+  const float b1 = k.b1, b2 = k.b2, eps = k.eps, unscale = k.unscale, clip = k.clip;
+  const float step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay = k.decay;
+  for (int64_t blk = blk0; blk < blk1; ++blk) {
     const int64_t i0 = blk * kBlock, len = std::min(kBlock, n - i0);
     float* pb = p + i0;
     const float* gb = g + i0;
@@ -62,30 +81,103 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
   }
 }
 
-// The partition and the per-chunk simd reduction are those of cpu::sum_squares (elementwise.cpp),
-// so with the unscaled values rounded to f32 first the result is the same bits.
+int64_t blocks_of(int64_t n) { return (n + kBlock - 1) / kBlock; }
+
+// The partition of cpu::sum_squares (elementwise.cpp): depends only on numel, never on the
+// thread count.
+constexpr int64_t kMaxChunks = 1024, kMinChunk = 16384;
+int64_t chunk_size(int64_t n, int64_t chunks) { return (n + chunks - 1) / chunks; }
+
+// Σ fl(x[i]·unscale)² over [begin, end), the simd reduction of cpu::sum_squares_range.
+inline double unscaled_sum_squares_range(const float* x, float unscale, int64_t begin, int64_t end) {
+  double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = begin; i < end; ++i) {
+    const float u = x[i] * unscale;
+    acc += static_cast<double>(u) * u;
+  }
+  return acc;
+}
+
+// This thread's contiguous share [lo, hi) of `total` work items.
+inline void thread_share(int64_t total, int64_t& lo, int64_t& hi) {
+  const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+  lo = total * t / threads;
+  hi = total * (t + 1) / threads;
+}
+
+}  // namespace
+
+void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
+                  const AdamWParams& params, const TensorView& model_copy) {
+  const AdamWTensor t{param, grad, m, v, model_copy, params.weight_decay};
+  const AdamWConsts k = adamw_consts(params, params.weight_decay);
+  const int64_t blocks = blocks_of(param.numel());
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) adamw_blocks(t, k, blk, blk + 1);
+}
+
+void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params) {
+  int64_t total = 0;
+  for (const AdamWTensor& t : tensors) total += blocks_of(t.param.numel());
+#pragma omp parallel
+  {
+    int64_t lo, hi;
+    thread_share(total, lo, hi);
+    int64_t first = 0;  // global index of this tensor's first block
+    for (const AdamWTensor& t : tensors) {
+      const int64_t nb = blocks_of(t.param.numel());
+      const int64_t b0 = std::max(lo, first) - first, b1 = std::min(hi, first + nb) - first;
+      if (b0 < b1) adamw_blocks(t, adamw_consts(params, t.weight_decay), b0, b1);
+      first += nb;
+      if (first >= hi) break;
+    }
+  }
+}
+
+int64_t sum_squares_chunks(int64_t n) { return n == 0 ? 0 : std::min(kMaxChunks, (n + kMinChunk - 1) / kMinChunk); }
+
 double unscaled_sum_squares(const TensorView& grad, float unscale) {
-  constexpr int64_t kMaxChunks = 1024, kMinChunk = 16384;
   const int64_t n = grad.numel();
   if (n == 0) return 0.0;
-  const int64_t chunks = std::min(kMaxChunks, (n + kMinChunk - 1) / kMinChunk);
-  const int64_t chunk = (n + chunks - 1) / chunks;
+  const int64_t chunks = sum_squares_chunks(n), chunk = chunk_size(n, chunks);
   const float* x = grad.f32();
   double partial[kMaxChunks];
 #pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * chunk, end = std::min(n, (c + 1) * chunk);
-    double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-    for (int64_t i = begin; i < end; ++i) {
-      const float u = x[i] * unscale;
-      acc += static_cast<double>(u) * u;
-    }
-    partial[c] = acc;
-  }
+  for (int64_t c = 0; c < chunks; ++c)
+    partial[c] = unscaled_sum_squares_range(x, unscale, c * chunk, std::min(n, (c + 1) * chunk));
   double total = 0.0;
   for (int64_t c = 0; c < chunks; ++c) total += partial[c];
   return total;
+}
+
+void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale, std::span<double> scratch,
+                                std::span<double> sums) {
+  int64_t total = 0;
+  for (const TensorView& g : grads) total += sum_squares_chunks(g.numel());
+  double* partial = scratch.data();
+#pragma omp parallel
+  {
+    int64_t lo, hi;
+    thread_share(total, lo, hi);
+    int64_t first = 0;  // global index of this tensor's first chunk
+    for (const TensorView& g : grads) {
+      const int64_t n = g.numel(), chunks = sum_squares_chunks(n), chunk = chunk_size(n, std::max<int64_t>(chunks, 1));
+      for (int64_t c = std::max(lo, first) - first; c < std::min(hi, first + chunks) - first; ++c)
+        partial[first + c] = unscaled_sum_squares_range(g.f32(), unscale, c * chunk, std::min(n, (c + 1) * chunk));
+      first += chunks;
+      if (first >= hi) break;
+    }
+  }
+  // Each tensor's chunks folded in order, as the single-tensor form does.
+  int64_t first = 0;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    const int64_t chunks = sum_squares_chunks(grads[k].numel());
+    double s = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) s += partial[first + c];
+    sums[k] = s;
+    first += chunks;
+  }
 }
 
 }  // namespace mt::cpu
