@@ -8,7 +8,9 @@
 #
 # Before training it prints the unigram entropy of the training tokens: the loss of the best model
 # that ignores context (about 7.0 nats here). The training loss falls from log(50257) = 10.8 to
-# well below it within the run, so the model has learned from context.
+# about 6.15 within the run (validation and test about 6.15 too), so the model has learned from
+# context. Training takes about 2 minutes on 2 idle cores (~0.37 s per iteration of 2048 tokens,
+# most of it the 50k-word output layer).
 # Megatron's mock-data run (no files) is in docs/user-guide.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,5 +30,5 @@ exec ./build/megatron train \
   --seq-length 128 --micro-batch-size 16 --global-batch-size 16 \
   --data-path "$data/fortunes_text_document" --split 98,1,1 "${tokenizer[@]}" \
   --lr 5e-3 --min-lr 5e-4 --lr-decay-style cosine --lr-warmup-iters 10 \
-  --train-iters 250 --log-interval 25 --eval-interval 125 --eval-iters 4 \
+  --train-iters 300 --log-interval 25 --eval-interval 150 --eval-iters 4 \
   --hidden-dropout 0 --attention-dropout 0 "$@"
