@@ -169,6 +169,8 @@ class Pool {
     for (std::thread& t : threads_) t.join();
   }
 
+  const Tokenizer& tokenizer() const { return *tokenizers_.front(); }
+
   void submit(Batch b) {
     std::lock_guard<std::mutex> lock(mu_);
     work_.push_back(std::move(b));
@@ -278,8 +280,8 @@ PreprocessResult preprocess_json_lines(const PreprocessOptions& options,
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
 
   Pool pool(options.workers, make_tokenizer, options.json_keys, options.append_eod);
-  // The dtype comes from a tokenizer like the workers' (preprocess_data.py builds one more).
-  const TokenDType dtype = optimal_token_dtype(make_tokenizer()->vocab_size());
+  // The dtype follows the vocabulary, as preprocess_data.py's DType.optimal_dtype.
+  const TokenDType dtype = optimal_token_dtype(pool.tokenizer().vocab_size());
   PreprocessResult result;
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
   for (const std::string& key : options.json_keys) {
