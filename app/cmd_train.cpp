@@ -151,6 +151,8 @@ void check_data_options(const Options& o) {
     MT_CHECK(!o.has("--tokenizer-type") || o.text("--tokenizer-type") == "NullTokenizer")
         << "--mock-data reads NullTokenizer ids: use --tokenizer-type NullTokenizer --vocab-size V";
     MT_CHECK(o.has("--vocab-size")) << "--mock-data needs --vocab-size (token ids are 0..V-1, EOD = V-1)";
+    MT_CHECK(!o.has("--null-tokenizer-eod-id"))
+        << "--null-tokenizer-eod-id is not supported with --mock-data (its EOD is V-1); drop it";
   }
   MT_CHECK(!o.flag("--reset-attention-mask"))
       << "--reset-attention-mask is not supported yet; drop it (documents in a sample then attend to each other "

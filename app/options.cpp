@@ -63,6 +63,8 @@ const std::vector<OptionSpec> kTable = {
     {"--vocab-file", T::text, "", "GPT2BPETokenizer: vocab.json / encoder.json", "", "train,preprocess"},
     {"--merge-file", T::text, "", "GPT2BPETokenizer: merges.txt / vocab.bpe", "", "train,preprocess"},
     {"--tokenizer-model", T::text, "", "SentencePieceTokenizer: the .model file", "", "train,preprocess"},
+    {"--null-tokenizer-eod-id", T::integer, "", "NullTokenizer: the EOD id (default vocab size - 1)", "", "train,preprocess"},
+    {"--vocab-extra-ids", T::integer, "0", "SentencePieceTokenizer: number of <extra_id_i> tokens added", "", "train,preprocess"},
     {"--split", T::text, "", "train,valid,test proportions of --data-path (default 969,30,1; mock data always uses 1,1,1)", "", "train"},
     {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token (not supported yet: rejected)", "", "train"},
     {"--reset-attention-mask", T::flag, "", "block attention across documents (not supported yet: rejected)", "", "train"},

@@ -18,6 +18,8 @@ TokenizerOptions tokenizer_options(const Options& o) {
   if (o.has("--merge-file")) t.merge_file = o.text("--merge-file");
   if (o.has("--tokenizer-model")) t.model = o.text("--tokenizer-model");
   if (o.has("--vocab-size")) t.vocab_size = o.integer("--vocab-size");
+  if (o.has("--null-tokenizer-eod-id")) t.null_tokenizer_eod_id = o.integer("--null-tokenizer-eod-id");
+  if (o.has("--vocab-extra-ids")) t.vocab_extra_ids = o.integer("--vocab-extra-ids");
   return t;
 }
 

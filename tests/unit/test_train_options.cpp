@@ -25,12 +25,12 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init",
       "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
       "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file",
-      "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization",
+      "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
       "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
       "--recompute-method", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
