@@ -186,7 +186,14 @@ TrainData real_train_data(const Options& o, const ModelConfig& model, const Trai
   c.gpt.eod_mask_loss = sized.eod_mask_loss;
   c.gpt.eod_token = tok.eod();
   c.gpt.pad_token = tok.pad().value_or(-1);
-  return build_gpt_train_data(c, sized.dataset_sizes());
+  if (world == nullptr || world->size() == 1) return build_gpt_train_data(c, sized.dataset_sizes());
+  // Megatron's protocol: rank 0 builds the indices and writes the cache, the others then load it
+  // (an error on rank 0 aborts the whole job, so nobody waits at the barrier forever).
+  std::optional<TrainData> data;
+  if (world->rank() == 0) data = build_gpt_train_data(c, sized.dataset_sizes());
+  world->barrier();
+  if (world->rank() != 0) data = build_gpt_train_data(c, sized.dataset_sizes());
+  return std::move(*data);
 }
 
 }  // namespace
