@@ -160,7 +160,9 @@ void check_data_options(const Options& o) {
   MT_CHECK(!o.flag("--reset-position-ids"))
       << "--reset-position-ids is not supported yet: the model does not take per-token position ids; drop it";
   if (o.has("--split")) (void)parse_and_normalize_split(o.text("--split"));  // validated as Megatron parses it
-  if (o.has("--data-cache-path")) MT_CHECK(!o.text("--data-cache-path").empty()) << "--data-cache-path is empty";
+  if (o.has("--data-cache-path")) {
+    MT_CHECK(!o.text("--data-cache-path").empty()) << "--data-cache-path is empty";
+  }
 }
 
 // --data-path & co: the splits sized for this run (which needs the data-parallel size).

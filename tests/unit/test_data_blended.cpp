@@ -157,7 +157,9 @@ TEST(DataBlend, WholeBuildsEqualMegatrons) {
             EXPECT_EQ(blended, nullptr) << "Megatron does not blend split " << r.i(0);
           }
         }
-        if (r.key == "sample") EXPECT_EQ(datasets[r.i(0)]->get_sample(r.i(1)).tokens, ints(r, 2)) << "sample " << r.i(1);
+        if (r.key == "sample") {
+          EXPECT_EQ(datasets[r.i(0)]->get_sample(r.i(1)).tokens, ints(r, 2)) << "sample " << r.i(1);
+        }
       }
     }
     ++cases;
