@@ -168,12 +168,8 @@ void check_data_options(const Options& o) {
 // --data-path & co: the splits sized for this run (which needs the data-parallel size).
 TrainData real_train_data(const Options& o, const ModelConfig& model, const TrainConfig& train, const Tokenizer& tok,
                           Communicator* world) {
-  GridConfig g;
-  g.tp = static_cast<int>(model.tensor_model_parallel_size);
-  g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
-  g.world_size = world ? world->size() : 1;
   TrainConfig sized = train;
-  sized.data_parallel_size = ParallelGrid(g).dp();
+  sized.data_parallel_size = ParallelGrid(train_grid_config(model, train, world ? world->size() : 1)).dp();
   sized.finalize();
   GptDataConfig c;
   if (o.has("--data-path")) c.blend = parse_blend(o.list("--data-path"), "--data-path");

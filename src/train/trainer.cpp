@@ -30,12 +30,17 @@ std::unique_ptr<Communicator> self_if_null(Communicator* world) {
   return world ? nullptr : make_self_communicator();
 }
 
-GridConfig grid_config(const ModelConfig& model, const TrainConfig& train) {
+}  // namespace
+
+GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size) {
   GridConfig g;
+  g.world_size = world_size;
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
   g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
   return g;
 }
+
+namespace {
 
 ModelConfig finalized(ModelConfig c) {
   c.finalize();
@@ -65,10 +70,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
           model, train,
           [&] {
             // The dataset sizes need the data-parallel size, which the world size decides.
-            GridConfig g = grid_config(model, train);
-            g.world_size = world ? world->size() : 1;
             TrainConfig t = train;
-            t.data_parallel_size = ParallelGrid(g).dp();
+            t.data_parallel_size = ParallelGrid(train_grid_config(model, train, world ? world->size() : 1)).dp();
             const ModelConfig m = finalized(model);
             t = finalized(t);
             return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes());
@@ -77,7 +80,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world)
     : self_(self_if_null(world)),
-      groups_(make_process_groups(world ? *world : *self_, grid_config(model, train))),
+      groups_(make_process_groups(world ? *world : *self_, train_grid_config(model, train, world ? world->size() : 1))),
       model_config_(finalized(model)),
       config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),

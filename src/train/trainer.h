@@ -57,6 +57,10 @@ struct ForwardBackwardResult {
   double num_tokens = 0.0;  // Σ mask
 };
 
+// The grid a run lays its world_size ranks out on: tp from the model config, the rank order from
+// --use-tp-pp-dp-mapping; data parallelism takes the rest.
+GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size);
+
 class Trainer {
  public:
   using LogFn = std::function<void(const std::string&)>;
