@@ -100,6 +100,8 @@ TrainConfig train_config(const Options& o) {
   t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");
+  t.reset_position_ids = o.flag("--reset-position-ids");
+  t.reset_attention_mask = o.flag("--reset-attention-mask");
   t.optimizer.adam_beta1 = static_cast<float>(o.real("--adam-beta1"));
   t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
@@ -157,8 +159,6 @@ void check_data_options(const Options& o) {
   MT_CHECK(!o.flag("--reset-attention-mask"))
       << "--reset-attention-mask is not supported yet; drop it (documents in a sample then attend to each other "
          "causally, Megatron's default)";
-  MT_CHECK(!o.flag("--reset-position-ids"))
-      << "--reset-position-ids is not supported yet: the model does not take per-token position ids; drop it";
   if (o.has("--split")) (void)parse_and_normalize_split(o.text("--split"));  // validated as Megatron parses it
   if (o.has("--data-cache-path")) {
     MT_CHECK(!o.text("--data-cache-path").empty()) << "--data-cache-path is empty";
@@ -182,6 +182,8 @@ TrainData real_train_data(const Options& o, const ModelConfig& model, const Trai
   MT_CHECK(sized.seed <= 0xffffffffull) << "--seed " << sized.seed << " is too large: the data shuffle takes a 32-bit seed";
   c.gpt.random_seed = static_cast<uint32_t>(sized.seed);
   c.gpt.eod_mask_loss = sized.eod_mask_loss;
+  c.gpt.reset_position_ids = sized.reset_position_ids;
+  c.gpt.reset_attention_mask = sized.reset_attention_mask;
   c.gpt.eod_token = tok.eod();
   c.gpt.pad_token = tok.pad().value_or(-1);
   if (world == nullptr || world->size() == 1) return build_gpt_train_data(c, sized.dataset_sizes());

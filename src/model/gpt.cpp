@@ -56,6 +56,7 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   const int64_t N = s_ * b_, Nl = local_rows_, h = config_.hidden_size, V = config_.padded_vocab_size() / tp_.size();
   const LayerShape shape = layer_context(0).shape;
   tokens_ = ws.alloc(DType::i32, {b_, s_});
+  positions_ = ws.alloc(DType::i32, {b_, s_});
   labels_ = ws.alloc(DType::i32, {N});
   const DType dtype = config_.params_dtype;
   emb_drop_mask_ = act.alloc(DType::u8, {Nl, h});
@@ -156,6 +157,7 @@ LayerContext GptModel::layer_context(int64_t layer) const {
   ctx.total_heads = config_.num_attention_heads;
   ctx.rope_cos = rope_cos_;
   ctx.rope_sin = rope_sin_;
+  ctx.positions = positions();
   ctx.seed = seed_;
   ctx.dropout_round = round_;
   ctx.dropout = dropout_;
@@ -174,7 +176,12 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
     check_shape(batch.loss_mask, {b_, s_}, op, "loss_mask");
     check_dtype(batch.loss_mask, DType::f32, op, "loss_mask");
   }
-  MT_CHECK(batch.tokens.device == Device::cpu && batch.labels.device == Device::cpu && batch.loss_mask.device == Device::cpu)
+  if (!batch.position_ids.empty()) {
+    check_shape(batch.position_ids, {b_, s_}, op, "position_ids");
+    check_dtype(batch.position_ids, DType::i32, op, "position_ids");
+  }
+  MT_CHECK(batch.tokens.device == Device::cpu && batch.labels.device == Device::cpu &&
+           batch.loss_mask.device == Device::cpu && batch.position_ids.device == Device::cpu)
       << op << ": the micro-batch must be in host memory";
   // A training forward computes the output layer's gradient at once; a second forward before its
   // backward would silently lose the rest of that micro-batch's gradient.
@@ -186,6 +193,8 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
 
   // Inputs: tokens as given; labels and the loss mask transposed to the [s, b] row order.
   backend_.copy_from_host(tokens_.data, batch.tokens.data, batch.tokens.bytes());
+  has_positions_ = !batch.position_ids.empty();
+  if (has_positions_) backend_.copy_from_host(positions_.data, batch.position_ids.data, batch.position_ids.bytes());
   std::vector<int32_t>& labels_sb = host_labels_;
   std::vector<float>& dlosses = host_dlosses_;
   LossSums sums;
@@ -204,7 +213,8 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   const DType dtype = config_.params_dtype;
   const TensorView emb = scratch_.dense;  // [Nl, h] transient
   vocab_parallel_embedding_fwd(tp_, emb, tokens_, as_f32(w.word_embeddings, vocab_w32_),
-                               as_f32(w.position_embeddings, pos_w32_), vocab_shard(), scratch_.sp_partial);
+                               as_f32(w.position_embeddings, pos_w32_), vocab_shard(), scratch_.sp_partial,
+                               positions());
   round_to_dtype(emb, dtype);
   TensorView x = mixed() ? x32_[0] : x0_;
   dropout_fwd(x, emb_drop_mask_, emb, dropout_ ? config_.hidden_dropout : 0.0f,
@@ -292,7 +302,7 @@ void GptModel::backward() {
   dropout_bwd(demb, dx_, emb_drop_mask_, dropout_ ? config_.hidden_dropout : 0.0f);
   round_to_dtype(demb, config_.params_dtype);
   vocab_parallel_embedding_bwd(tp_, g.word_embeddings, g.position_embeddings, demb, tokens_, vocab_shard(),
-                               scratch_.sp_gathered);
+                               scratch_.sp_gathered, positions());
   grad_scale_ = 0.0f;  // one backward per forward
 }
 

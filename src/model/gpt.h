@@ -18,6 +18,10 @@ struct MicroBatch {
   TensorView tokens;     // i32 [b, s]
   TensorView labels;     // i32 [b, s]
   TensorView loss_mask;  // f32 [b, s], or empty: every token counts
+  // i32 [b, s]: the position of each token (--reset-position-ids: restarting at 0 after each EOD),
+  // looked up by the learned position embedding or rotated by RoPE; each in
+  // [0, --max-position-embeddings). Empty: position = sequence index.
+  TensorView position_ids = {};
 };
 
 // What the loss reduction needs: Megatron's lm loss is loss_sum / num_tokens.
@@ -69,6 +73,8 @@ class GptModel {
  private:
   void carve(Arena& activations, Arena& workspace, int threads);
   LayerContext layer_context(int64_t layer) const;
+  // The position ids of this micro-batch, or empty (position = sequence index).
+  TensorView positions() const { return has_positions_ ? positions_ : TensorView(); }
   bool mixed() const { return config_.params_dtype != DType::f32; }
   // Layer i's forward from its f32 input; stores its activations and returns its f32 output.
   TensorView layer_fwd(const GptTensors& w, int64_t i, const TensorView& x);
@@ -102,6 +108,8 @@ class GptModel {
 
   // Inputs copied to the device.
   TensorView tokens_;      // i32 [b, s]
+  TensorView positions_;   // i32 [b, s] the micro-batch's position ids (used when has_positions_)
+  bool has_positions_ = false;
   TensorView labels_;      // i32 [N] in [s, b] row order
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;

@@ -38,7 +38,12 @@ Heads check_heads(const char* op, const TensorView& q, const TensorView& k, cons
   return h;
 }
 
-void check_options(const char* op, const AttentionOptions& o, int64_t n) {
+void check_options(const char* op, const AttentionOptions& o, const Heads& h) {
+  const int64_t n = h.n;
+  if (!o.key_start.empty()) {
+    check_dtype(o.key_start, DType::i32, op, "key_start");
+    check_shape(o.key_start, {h.b, h.s}, op, "key_start ([b, s])");
+  }
   MT_CHECK(std::isfinite(o.scale)) << op << ": scale " << o.scale << " is not finite";
   MT_CHECK(o.dropout_p >= 0.0f && o.dropout_p < 1.0f)
       << op << ": dropout_p " << o.dropout_p << " must be in [0, 1); check --attention-dropout";
@@ -61,6 +66,13 @@ bool check_rope(const char* op, const TensorView& cos, const TensorView& sin, in
   check_dtype(cos, DType::f32, op, "cos");
   check_dtype(sin, DType::f32, op, "sin");
   return true;
+}
+
+// positions: empty, or i32 [b, s] (its values are checked by the backend, which can read them).
+void check_positions(const char* op, const TensorView& positions, const Heads& h) {
+  if (positions.empty()) return;
+  check_dtype(positions, DType::i32, op, "positions");
+  check_shape(positions, {h.b, h.s}, op, "positions ([b, s])");
 }
 
 void check_grads_f32(const char* op, const TensorView& dq, const TensorView& dk, const TensorView& dv,
@@ -101,30 +113,32 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
   const char* op = "qkv_split_rope_fwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
   check_shape(qkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "qkv");
   check_dtype(qkv, DType::f32, op, "qkv");
   check_rope(op, cos, sin, h.s, h.d);
-  check_same_device({q, k, v, qkv, cos, sin}, op);
+  check_positions(op, positions, h);
+  check_same_device({q, k, v, qkv, cos, sin, positions}, op);
   switch (qkv.device) {
-    case Device::cpu: return cpu::qkv_split_rope_fwd(q, k, v, qkv, cos, sin);
+    case Device::cpu: return cpu::qkv_split_rope_fwd(q, k, v, qkv, cos, sin, positions);
     case Device::cuda: break;
   }
   no_kernel(op);
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
   const char* op = "qkv_split_rope_bwd";
   const Heads h = check_heads(op, dq, dk, dv, "dq", "dk", "dv");
   check_shape(dqkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "dqkv");
   check_dtype(dqkv, DType::f32, op, "dqkv");
   check_rope(op, cos, sin, h.s, h.d);
-  check_same_device({dqkv, dq, dk, dv, cos, sin}, op);
+  check_positions(op, positions, h);
+  check_same_device({dqkv, dq, dk, dv, cos, sin, positions}, op);
   switch (dqkv.device) {
-    case Device::cpu: return cpu::qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin);
+    case Device::cpu: return cpu::qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin, positions);
     case Device::cuda: break;
   }
   no_kernel(op);
@@ -134,12 +148,12 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
                    const TensorView& v, const AttentionOptions& options) {
   const char* op = "attention_fwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
-  check_options(op, options, h.n);
+  check_options(op, options, h);
   check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
   check_shape(lse, {h.b, h.n, h.s}, op, "lse");
   check_dtype(out, DType::f32, op, "out");
   check_dtype(lse, DType::f32, op, "lse");
-  check_same_device({out, lse, q, k, v}, op);
+  check_same_device({out, lse, q, k, v, options.key_start}, op);
   switch (q.device) {
     case Device::cpu: return cpu::attention_fwd(out, lse, q, k, v, options);
     case Device::cuda: break;
@@ -152,7 +166,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const char* op = "attention_bwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
-  check_options(op, options, h.n);
+  check_options(op, options, h);
   check_shape(dq, q.shape, op, "dq");
   check_shape(dk, k.shape, op, "dk");
   check_shape(dv, v.shape, op, "dv");
@@ -163,7 +177,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
   check_dtype(out, DType::f32, op, "out");
   check_dtype(lse, DType::f32, op, "lse");
   check_workspace(op, workspace, h);
-  check_same_device({dq, dk, dv, dout, out, lse, q, k, v, workspace}, op);
+  check_same_device({dq, dk, dv, dout, out, lse, q, k, v, workspace, options.key_start}, op);
   switch (q.device) {
     case Device::cpu: return cpu::attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace);
     case Device::cuda: break;
@@ -176,7 +190,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
                          const AttentionOptions& options) {
   const char* op = "attention_probs_fwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
-  check_options(op, options, h.n);
+  check_options(op, options, h);
   check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
   check_shape(probs, {h.b, h.n, h.s, h.s}, op, "probs");
   check_dtype(out, DType::f32, op, "out");
@@ -186,7 +200,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
     check_shape(mask, {h.b, h.n, h.s, h.s}, op, "mask");
     check_dtype(mask, DType::u8, op, "mask");
   }
-  check_same_device({out, probs, mask, q, k, v}, op);
+  check_same_device({out, probs, mask, q, k, v, options.key_start}, op);
   switch (q.device) {
     case Device::cpu: return cpu::attention_probs_fwd(out, probs, mask, q, k, v, options);
     case Device::cuda: break;
@@ -199,7 +213,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const char* op = "attention_probs_bwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
-  check_options(op, options, h.n);
+  check_options(op, options, h);
   check_shape(dq, q.shape, op, "dq");
   check_shape(dk, k.shape, op, "dk");
   check_shape(dv, v.shape, op, "dv");
@@ -214,7 +228,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
     check_dtype(mask, DType::u8, op, "mask");
   }
   check_workspace(op, workspace, h);
-  check_same_device({dq, dk, dv, dout, probs, mask, q, k, v, workspace}, op);
+  check_same_device({dq, dk, dv, dout, probs, mask, q, k, v, workspace, options.key_start}, op);
   switch (q.device) {
     case Device::cpu: return cpu::attention_probs_bwd(dq, dk, dv, dout, probs, mask, q, k, v, options, workspace);
     case Device::cuda: break;

@@ -20,13 +20,15 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base);
 
 // Splits the fused qkv into q, k, v; when cos/sin are not empty applies RoPE (Megatron's
 // non-interleaved rotate-half form: for i < d/2, x' [i] = x[i]·c − x[i + d/2]·s and
-// x'[i + d/2] = x[i + d/2]·c + x[i]·s, with c, s = cos/sin[position, i], position = sequence index)
-// to q and k.
+// x'[i + d/2] = x[i + d/2]·c + x[i]·s, with c, s = cos/sin[p, i]) to q and k.  The position p of
+// token i of sequence j is positions[j, i] when `positions` (i32 [b, s], each in [0, P) for the
+// tables' P rows; --reset-position-ids) is given, else the sequence index i.  Without tables
+// `positions` is ignored (no rotation).  A position out of range throws mt::Error naming it.
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin);
-// Accumulates dqkv from dq, dk, dv (inverse rotation when cos/sin are not empty).
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView());
+// Accumulates dqkv from dq, dk, dv (inverse rotation, by the same positions, when cos/sin are not empty).
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin);
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView());
 
 struct AttentionOptions {
   float scale = 1.0f;        // usually 1/√d
@@ -35,7 +37,12 @@ struct AttentionOptions {
   int64_t head_offset = 0;   // global index of this shard's first query head (tensor parallelism)
   int64_t total_heads = 0;   // global query heads; 0 means n
   // Dropout of probability (batch j, local head h, query i, key t) uses
-  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p.
+  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p
+  // (the same index with or without key_start; masked entries draw nothing).
+  // Document-aware causal mask (--reset-attention-mask): i32 [b, s] with 0 <= key_start[j, i] <= i;
+  // query i of sequence j attends to keys t with key_start[j, i] <= t <= i (the tokens of its own
+  // document up to itself). Empty: plain causal, t <= i. Values out of range throw mt::Error.
+  TensorView key_start;
 };
 
 // Memory-lean path (online softmax, FlashAttention-style): keeps no [s, s] tensor.

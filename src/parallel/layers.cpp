@@ -57,28 +57,28 @@ void row_parallel_linear_bwd(const TensorParallel& tp, const TensorView& din, co
 
 void vocab_parallel_embedding_fwd(const TensorParallel& tp, const TensorView& out, const TensorView& tokens,
                                   const TensorView& word, const TensorView& pos_table, VocabShard shard,
-                                  const TensorView& partial) {
+                                  const TensorView& partial, const TensorView& positions) {
   const int64_t s = tokens.dim(1), b = tokens.dim(0), h = word.dim(1);
   const TensorView pos = tp.rank() == 0 ? pos_table : TensorView();
   if (!tp.sp()) {
-    embedding_fwd(out.reshape({s, b, h}), tokens, TensorView(), word, pos, shard);
+    embedding_fwd(out.reshape({s, b, h}), tokens, positions, word, pos, shard);
     reduce_from_tp_fwd(tp, out);
     return;
   }
-  embedding_fwd(partial.reshape({s, b, h}), tokens, TensorView(), word, pos, shard);
+  embedding_fwd(partial.reshape({s, b, h}), tokens, positions, word, pos, shard);
   reduce_scatter_to_sp_fwd(tp, out, partial);
 }
 
 void vocab_parallel_embedding_bwd(const TensorParallel& tp, const TensorView& dword, const TensorView& dpos_table,
                                   const TensorView& dout, const TensorView& tokens, VocabShard shard,
-                                  const TensorView& gathered) {
+                                  const TensorView& gathered, const TensorView& positions) {
   const int64_t s = tokens.dim(1), b = tokens.dim(0), h = dword.dim(1);
   TensorView d = dout;
   if (tp.sp()) {
     reduce_scatter_to_sp_bwd(tp, gathered, dout);
     d = gathered;
   }
-  embedding_bwd(dword, dpos_table, d.reshape({s, b, h}), tokens, TensorView(), shard);
+  embedding_bwd(dword, dpos_table, d.reshape({s, b, h}), tokens, positions, shard);
 }
 
 void vocab_parallel_cross_entropy_fwd(const TensorParallel& tp, const TensorView& losses, const TensorView& lse,

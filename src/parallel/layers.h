@@ -41,14 +41,16 @@ void row_parallel_linear_bwd(const TensorParallel& tp, const TensorView& din, co
 //   out[Nl, h] = reduce_scatter_to_sp (SP) or reduce_from_tp of (word rows of this rank's shard,
 //   zero for other ids, + position rows on tp rank 0 only, so the sum counts them once).
 // tokens i32 [b, s]; word [V/t, h] covers ids [shard.start, shard.start + V/t); partial [N, h] (SP).
+// positions: i32 [b, s] rows of pos_table (--reset-position-ids), or empty for the sequence index;
+// every rank takes them whole (the embedding runs on all N rows before the reduce-scatter).
 void vocab_parallel_embedding_fwd(const TensorParallel& tp, const TensorView& out, const TensorView& tokens,
                                   const TensorView& word, const TensorView& pos_table, VocabShard shard,
-                                  const TensorView& partial);
+                                  const TensorView& partial, const TensorView& positions = TensorView());
 // dword += rows of this shard; dpos_table += every row (the gradient is gathered first under SP,
 // so all ranks compute the same whole-table gradient). gathered: [N, h] (SP).
 void vocab_parallel_embedding_bwd(const TensorParallel& tp, const TensorView& dword, const TensorView& dpos_table,
                                   const TensorView& dout, const TensorView& tokens, VocabShard shard,
-                                  const TensorView& gathered);
+                                  const TensorView& gathered, const TensorView& positions = TensorView());
 
 // Scratch of the vocabulary-parallel cross entropy: three f32 [rows] vectors.
 struct CrossEntropyScratch {

@@ -37,6 +37,8 @@ struct TrainConfig {
   // instead of the mean over micro-batches of each micro-batch's per-token mean.
   bool calculate_per_token_loss = false;
   bool eod_mask_loss = false;  // --eod-mask-loss: no loss where the input token is EOD
+  bool reset_position_ids = false;    // --reset-position-ids: positions restart at 0 after each EOD
+  bool reset_attention_mask = false;  // --reset-attention-mask: tokens attend only within their document
 
   // Adam's betas and epsilon and --clip-grad. Its lr and weight_decay fields are NOT used: the
   // scheduler below decides both at every step.

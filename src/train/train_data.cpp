@@ -9,7 +9,9 @@
 namespace mt {
 
 namespace {
-void write_sample(const GptSample& sample, int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) {
+void write_sample(const GptSample& sample, int64_t index, const SampleRows& rows) {
+  int32_t *tokens = rows.tokens, *labels = rows.labels;
+  float* loss_mask = rows.loss_mask;
   const size_t s = sample.tokens.size();
   for (size_t i = 0; i < s; ++i) {
     // Token ids come from a tokenizer whose vocabulary the model was sized for; a 32-bit id is
@@ -22,22 +24,45 @@ void write_sample(const GptSample& sample, int64_t index, int32_t* tokens, int32
     labels[i] = static_cast<int32_t>(sample.labels[i]);
     loss_mask[i] = sample.loss_mask[i];
   }
+  // Positions lie in [0, s), so they fit in 32 bits.
+  if (rows.position_ids)
+    for (size_t i = 0; i < s; ++i) rows.position_ids[i] = static_cast<int32_t>(sample.position_ids[i]);
+}
+
+SampleRows basic_rows(int32_t* tokens, int32_t* labels, float* loss_mask) {
+  SampleRows rows;
+  rows.tokens = tokens;
+  rows.labels = labels;
+  rows.loss_mask = loss_mask;
+  return rows;
 }
 }  // namespace
 
 GptSampleSource::GptSampleSource(GptDataset dataset) : dataset_(std::move(dataset)) {}
 
 void GptSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
-  write_sample(dataset_.get_sample(index), index, tokens, labels, loss_mask);
+  write_sample(dataset_.get_sample(index), index, basic_rows(tokens, labels, loss_mask));
 }
 
-DatasetSampleSource::DatasetSampleSource(std::shared_ptr<const GptSampleDataset> dataset)
-    : dataset_(std::move(dataset)) {
+SampleExtras GptSampleSource::extras() const {
+  return {dataset_.config().reset_position_ids, dataset_.config().reset_attention_mask};
+}
+
+void GptSampleSource::read_rows(int64_t index, const SampleRows& rows) const {
+  write_sample(dataset_.get_sample(index), index, rows);
+}
+
+DatasetSampleSource::DatasetSampleSource(std::shared_ptr<const GptSampleDataset> dataset, SampleExtras extras)
+    : dataset_(std::move(dataset)), extras_(extras) {
   MT_CHECK(dataset_ != nullptr) << "DatasetSampleSource needs a dataset";
 }
 
 void DatasetSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
-  write_sample(dataset_->get_sample(index), index, tokens, labels, loss_mask);
+  write_sample(dataset_->get_sample(index), index, basic_rows(tokens, labels, loss_mask));
+}
+
+void DatasetSampleSource::read_rows(int64_t index, const SampleRows& rows) const {
+  write_sample(dataset_->get_sample(index), index, rows);
 }
 
 TrainData build_gpt_train_data(const GptDataConfig& config, const std::array<int64_t, 3>& sizes,
@@ -46,7 +71,9 @@ TrainData build_gpt_train_data(const GptDataConfig& config, const std::array<int
   TrainData data;
   std::shared_ptr<const SampleSource>* out[3] = {&data.train, &data.valid, &data.test};
   for (int i = 0; i < 3; ++i)
-    if (splits[i]) *out[i] = std::make_shared<DatasetSampleSource>(splits[i]);
+    if (splits[i])
+      *out[i] = std::make_shared<DatasetSampleSource>(
+          splits[i], SampleExtras{config.gpt.reset_position_ids, config.gpt.reset_attention_mask});
   return data;
 }
 
@@ -60,13 +87,15 @@ const SampleSource* TrainData::split(Split s) const {
 }
 
 TrainData build_mock_train_data(int64_t vocab_size, int64_t sequence_length, uint64_t seed, bool eod_mask_loss,
-                                const std::array<int64_t, 3>& sizes) {
+                                const std::array<int64_t, 3>& sizes, SampleExtras extras) {
   MT_CHECK(seed <= std::numeric_limits<uint32_t>::max())
       << "--seed " << seed << " is too large: the data shuffle (numpy's RandomState) takes a 32-bit seed";
   GptDatasetConfig config;
   config.sequence_length = sequence_length;
   config.random_seed = static_cast<uint32_t>(seed);
   config.eod_mask_loss = eod_mask_loss;
+  config.reset_position_ids = extras.position_ids;
+  config.reset_attention_mask = extras.document_start;
   std::array<std::optional<int64_t>, 3> wanted;
   for (int i = 0; i < 3; ++i) wanted[i] = sizes[i];
   auto splits = build_mock_gpt_datasets(null_tokenizer_ids(vocab_size), wanted, config);
@@ -106,10 +135,16 @@ void MicroBatchBuffer::fill(const SampleSource& source, const std::vector<int64_
   tokens.resize(n);
   labels.resize(n);
   loss_mask.resize(n);
+  const SampleExtras extras = source.extras();
+  position_ids.resize(extras.position_ids ? n : 0);
+  document_start.resize(extras.document_start ? n : 0);
   indices = sample_indices;
   for (size_t j = 0; j < sample_indices.size(); ++j) {
     const size_t off = j * static_cast<size_t>(s);
-    source.read(sample_indices[j], tokens.data() + off, labels.data() + off, loss_mask.data() + off);
+    SampleRows rows = basic_rows(tokens.data() + off, labels.data() + off, loss_mask.data() + off);
+    if (extras.position_ids) rows.position_ids = position_ids.data() + off;
+    if (extras.document_start) rows.document_start = document_start.data() + off;
+    source.read_rows(sample_indices[j], rows);
   }
   num_tokens = 0.0;
   for (float m : loss_mask) num_tokens += m;
@@ -117,9 +152,11 @@ void MicroBatchBuffer::fill(const SampleSource& source, const std::vector<int64_
 
 MicroBatch MicroBatchBuffer::view(int64_t sequence_length) {
   const int64_t b = static_cast<int64_t>(indices.size());
-  return {TensorView(tokens.data(), DType::i32, {b, sequence_length}),
-          TensorView(labels.data(), DType::i32, {b, sequence_length}),
-          TensorView(loss_mask.data(), DType::f32, {b, sequence_length})};
+  MicroBatch batch{TensorView(tokens.data(), DType::i32, {b, sequence_length}),
+                   TensorView(labels.data(), DType::i32, {b, sequence_length}),
+                   TensorView(loss_mask.data(), DType::f32, {b, sequence_length})};
+  if (!position_ids.empty()) batch.position_ids = TensorView(position_ids.data(), DType::i32, {b, sequence_length});
+  return batch;
 }
 
 }  // namespace mt

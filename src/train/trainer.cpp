@@ -74,7 +74,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
             t.data_parallel_size = ParallelGrid(train_grid_config(model, train, world ? world->size() : 1)).dp();
             const ModelConfig m = finalized(model);
             t = finalized(t);
-            return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes());
+            return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes(),
+                                         SampleExtras{t.reset_position_ids, t.reset_attention_mask});
           }(),
           world) {}
 

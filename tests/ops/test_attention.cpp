@@ -42,8 +42,9 @@ struct Dims {
 struct RefQkv {
   std::vector<double> q, k, v;
 };
+// positions: [b, s] table rows (empty: row = sequence index i).
 RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::vector<double>& cos,
-                      const std::vector<double>& sin) {
+                      const std::vector<double>& sin, const std::vector<int32_t>& positions = {}) {
   RefQkv o{std::vector<double>(m.b * m.n * m.s * m.d), std::vector<double>(m.b * m.g * m.s * m.d),
            std::vector<double>(m.b * m.g * m.s * m.d)};
   const int64_t half = m.d / 2, width = (m.n + 2 * m.g) * m.d;
@@ -59,10 +60,11 @@ RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::
   for (int64_t i = 0; i < m.s; ++i)
     for (int64_t j = 0; j < m.b; ++j)
       for (int64_t gi = 0; gi < m.g; ++gi) {
+        const int64_t p = positions.empty() ? i : positions[j * m.s + i];
         const double* grp = qkv.data() + (i * m.b + j) * width + gi * (m.r() + 2) * m.d;
         for (int64_t hh = 0; hh < m.r(); ++hh)
-          rotate(i, grp + hh * m.d, o.q.data() + ((j * m.n + gi * m.r() + hh) * m.s + i) * m.d);
-        rotate(i, grp + m.r() * m.d, o.k.data() + ((j * m.g + gi) * m.s + i) * m.d);
+          rotate(p, grp + hh * m.d, o.q.data() + ((j * m.n + gi * m.r() + hh) * m.s + i) * m.d);
+        rotate(p, grp + m.r() * m.d, o.k.data() + ((j * m.g + gi) * m.s + i) * m.d);
         const double* vs = grp + (m.r() + 1) * m.d;
         std::copy(vs, vs + m.d, o.v.data() + ((j * m.g + gi) * m.s + i) * m.d);
       }
@@ -71,7 +73,7 @@ RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::
 
 struct RefAttention {
   std::vector<double> out, lse, probs;  // out [s, b, n·d], lse [b, n, s], probs [b, n, s, s]
-  std::vector<uint8_t> keep;            // [b, n, s, s], 0 above the diagonal
+  std::vector<uint8_t> keep;            // [b, n, s, s], 0 above the diagonal and before key_start
   std::vector<double> dq, dk, dv;
 };
 
@@ -88,6 +90,7 @@ RefAttention ref_attention(const Dims& m, const std::vector<double>& q, const st
   a.dk.assign(k.size(), 0.0);
   a.dv.assign(v.size(), 0.0);
   const double inv_keep = 1.0 / (1.0 - static_cast<double>(o.dropout_p));
+  const int32_t* key_start = o.key_start.empty() ? nullptr : o.key_start.i32();
   for (int64_t j = 0; j < m.b; ++j)
     for (int64_t h = 0; h < m.n; ++h) {
       const int64_t gi = h / m.r();
@@ -98,16 +101,18 @@ RefAttention ref_attention(const Dims& m, const std::vector<double>& q, const st
       double* dkh = a.dk.data() + (j * m.g + gi) * s * d;
       double* dvh = a.dv.data() + (j * m.g + gi) * s * d;
       for (int64_t i = 0; i < s; ++i) {
+        // Keys lo..i: the query's document up to itself (lo = 0: plain causal).
+        const int64_t lo = key_start ? key_start[j * s + i] : 0;
         std::vector<double> score(i + 1), mult(i + 1), dp(i + 1);
         double mx = -INFINITY;
-        for (int64_t t = 0; t <= i; ++t) {
+        for (int64_t t = lo; t <= i; ++t) {
           double dot = 0.0;
           for (int64_t c = 0; c < d; ++c) dot += qh[i * d + c] * kh[t * d + c];
           score[t] = o.scale * dot;
           mx = std::max(mx, score[t]);
         }
         double sum = 0.0;
-        for (int64_t t = 0; t <= i; ++t) sum += std::exp(score[t] - mx);
+        for (int64_t t = lo; t <= i; ++t) sum += std::exp(score[t] - mx);
         const double lse = mx + std::log(sum);
         a.lse[(j * m.n + h) * s + i] = lse;
         const size_t row = ((j * m.n + h) * s + i) * s;
@@ -115,7 +120,7 @@ RefAttention ref_attention(const Dims& m, const std::vector<double>& q, const st
         const double* go = dout.data() + (i * m.b + j) * m.n * d + h * d;
         double* op = a.out.data() + (i * m.b + j) * m.n * d + h * d;
         double dsum = 0.0;
-        for (int64_t t = 0; t <= i; ++t) {
+        for (int64_t t = lo; t <= i; ++t) {
           const double p = std::exp(score[t] - lse);
           a.probs[row + t] = p;
           const bool keep = o.dropout_p == 0.0f || o.rng.uniform(rng_row + t) >= o.dropout_p;
@@ -129,7 +134,7 @@ RefAttention ref_attention(const Dims& m, const std::vector<double>& q, const st
           dp[t] = dpd * mult[t];
           dsum += p * dp[t];
         }
-        for (int64_t t = 0; t <= i; ++t) {
+        for (int64_t t = lo; t <= i; ++t) {
           const double p = a.probs[row + t];
           const double ds = p * (dp[t] - dsum);
           for (int64_t c = 0; c < d; ++c) {
@@ -243,6 +248,95 @@ TEST(Rope, QkvSplitRopeBackwardMatchesFiniteDifferences) {
   test::expect_close(dqkv.f32(), fd, 1e-3, 1e-3, "dqkv vs finite differences");
 }
 
+// --reset-position-ids: per-token positions [b, s], restarting inside a row (documents of a
+// packed sample), and rows whose positions are not the sequence index at all.
+HostTensor reset_positions(const Dims& m, const std::vector<std::vector<int64_t>>& doc_starts) {
+  HostTensor pos(DType::i32, {m.b, m.s});
+  for (int64_t j = 0; j < m.b; ++j) {
+    int64_t start = 0;
+    for (int64_t i = 0; i < m.s; ++i) {
+      for (int64_t d : doc_starts[j % doc_starts.size()])
+        if (d == i) start = i;
+      pos.i32()[j * m.s + i] = static_cast<int32_t>(i - start);
+    }
+  }
+  return pos;
+}
+
+std::vector<int32_t> to_i32(HostTensor& t) { return std::vector<int32_t>(t.i32(), t.i32() + t.numel()); }
+
+TEST(Rope, PositionsMatchReference) {
+  for (Dims m : {Dims{2, 3, 3, 13, 10}, Dims{3, 6, 2, 9, 8}, Dims{1, 4, 1, 11, 2}}) {
+    SplitFixture f(m, true, m.s);
+    HostTensor pos = reset_positions(m, {{4, 5, 10}, {1}, {}});
+    qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), pos.view());
+    const RefQkv ref = ref_split_rope(m, test::to_double(f.qkv), f.dcos(), f.dsin(), to_i32(pos));
+    test::expect_close(f.q.f32(), ref.q, 1e-6, 1e-6, "q");
+    test::expect_close(f.k.f32(), ref.k, 1e-6, 1e-6, "k");
+    expect_exact(f.v.f32(), ref.v, "v");
+    // The restarted rows differ from the unreset rotation (the test sees the positions at all).
+    const RefQkv plain = ref_split_rope(m, test::to_double(f.qkv), f.dcos(), f.dsin());
+    double diff = 0.0;
+    for (size_t i = 0; i < plain.q.size(); ++i) diff = std::max(diff, std::fabs(plain.q[i] - ref.q[i]));
+    EXPECT_GT(diff, 1e-2);
+    // Backward: the inverse rotation by the same positions gives back qkv.
+    HostTensor dqkv = randn(f.qkv.shape, 13);
+    const std::vector<double> before = test::to_double(dqkv);
+    qkv_split_rope_bwd(dqkv.view(), f.q.view(), f.k.view(), f.v.view(), f.cv(), f.sv(), pos.view());
+    test::expect_close(dqkv.f32(), add(before, test::to_double(f.qkv)), 1e-5, 1e-5, "dqkv round trip");
+  }
+}
+
+TEST(Rope, PositionsEqualToSequenceIndexAreBitIdentical) {
+  const Dims m{2, 6, 2, 9, 8};
+  SplitFixture f(m, true, m.s + 2), g(m, true, m.s + 2);
+  HostTensor pos = reset_positions(m, {{}});
+  qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv());
+  qkv_split_rope_fwd(g.q.view(), g.k.view(), g.v.view(), g.qkv.view(), g.cv(), g.sv(), pos.view());
+  EXPECT_EQ(f.q.bytes, g.q.bytes);
+  EXPECT_EQ(f.k.bytes, g.k.bytes);
+  HostTensor d1 = zeros(f.qkv.shape), d2 = zeros(f.qkv.shape);
+  qkv_split_rope_bwd(d1.view(), f.q.view(), f.k.view(), f.v.view(), f.cv(), f.sv());
+  qkv_split_rope_bwd(d2.view(), f.q.view(), f.k.view(), f.v.view(), f.cv(), f.sv(), pos.view());
+  EXPECT_EQ(d1.bytes, d2.bytes);
+}
+
+TEST(Rope, PositionsBackwardMatchesFiniteDifferences) {
+  const Dims m{2, 6, 2, 7, 4};
+  SplitFixture f(m, true, m.s);
+  HostTensor pos = reset_positions(m, {{3}, {1, 2, 6}});
+  HostTensor wq = randn(f.q.shape, 21), wk = randn(f.k.shape, 22), wv = randn(f.v.shape, 23);
+  auto loss = [&] {
+    qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), pos.view());
+    return test::weighted_sum(f.q.f32(), wq.f32(), f.q.numel()) + test::weighted_sum(f.k.f32(), wk.f32(), f.k.numel()) +
+           test::weighted_sum(f.v.f32(), wv.f32(), f.v.numel());
+  };
+  const std::vector<double> fd = test::finite_difference(f.qkv, loss, 1e-2);
+  HostTensor dqkv = zeros(f.qkv.shape);
+  qkv_split_rope_bwd(dqkv.view(), wq.view(), wk.view(), wv.view(), f.cv(), f.sv(), pos.view());
+  test::expect_close(dqkv.f32(), fd, 1e-3, 1e-3, "dqkv vs finite differences");
+}
+
+TEST(Rope, RejectsBadPositions) {
+  const Dims m{2, 4, 2, 5, 6};
+  SplitFixture f(m, true, m.s);
+  HostTensor pos = reset_positions(m, {{2}});
+  EXPECT_NO_THROW(qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), pos.view()));
+  pos.i32()[7] = static_cast<int32_t>(m.s);  // past the tables' rows
+  EXPECT_THROW(qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), pos.view()),
+               Error);
+  EXPECT_THROW(qkv_split_rope_bwd(f.qkv.view(), f.q.view(), f.k.view(), f.v.view(), f.cv(), f.sv(), pos.view()),
+               Error);
+  pos.i32()[7] = -1;
+  EXPECT_THROW(qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), pos.view()),
+               Error);
+  HostTensor transposed(DType::i32, {m.s, m.b}), wrong_dtype = zeros({m.b, m.s});
+  EXPECT_THROW(
+      qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), transposed.view()), Error);
+  EXPECT_THROW(
+      qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), wrong_dtype.view()), Error);
+}
+
 TEST(Rope, RejectsBadShapes) {
   const Dims m{1, 4, 2, 5, 6};
   SplitFixture f(m, true, m.s);
@@ -272,14 +366,31 @@ struct Case {
   float scale_mul = 1.0f;  // scale = scale_mul / √d
   int64_t head_offset = 0, total_heads = 0;
   int64_t fd_stride = 3;   // finite-difference every fd_stride-th element (coprime with s and d)
+  // --reset-attention-mask: the document starts of each row (row j uses docs[j % size]); empty:
+  // plain causal. A start at i makes query i attend to keys [i, next start) only.
+  std::vector<std::vector<int64_t>> docs = {};
 };
+
+// key_start [b, s] from document starts: the last start <= i.
+HostTensor key_starts(int64_t b, int64_t s, const std::vector<std::vector<int64_t>>& docs) {
+  HostTensor ks(DType::i32, {b, s});
+  for (int64_t j = 0; j < b; ++j) {
+    int64_t start = 0;
+    for (int64_t i = 0; i < s; ++i) {
+      for (int64_t d : docs[j % docs.size()])
+        if (d == i) start = i;
+      ks.i32()[j * s + i] = static_cast<int32_t>(start);
+    }
+  }
+  return ks;
+}
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 struct Fixture {
   Dims m;
   AttentionOptions opt;
-  HostTensor q, k, v, w, out, lse, probs, mask, ws;
+  HostTensor q, k, v, w, out, lse, probs, mask, ws, key_start;
   Fixture(const Case& c)
       : m(c.m), q(randn({c.m.b, c.m.n, c.m.s, c.m.d}, 1)), k(randn({c.m.b, c.m.g, c.m.s, c.m.d}, 2)),
         v(randn({c.m.b, c.m.g, c.m.s, c.m.d}, 3)), w(randn({c.m.s, c.m.b, c.m.n * c.m.d}, 4)),
@@ -292,6 +403,10 @@ struct Fixture {
     opt.head_offset = c.head_offset;
     opt.total_heads = c.total_heads;
     if (c.dropout_p > 0.0f) mask = HostTensor(DType::u8, {c.m.b, c.m.n, c.m.s, c.m.s});
+    if (!c.docs.empty()) {
+      key_start = key_starts(c.m.b, c.m.s, c.docs);
+      opt.key_start = key_start.view();
+    }
   }
   TensorView mv() { return mask.bytes.empty() ? TensorView() : mask.view(); }
   RefAttention reference() {
@@ -467,6 +582,15 @@ std::vector<Case> cases() {
       {"LongerGqa", {1, 4, 2, 70, 16}, 0.0f, 1.0f, 0, 0, 11},
       {"LongerGqaDropout", {1, 4, 2, 70, 16}, 0.1f, 1.0f, 0, 0, 11},
       {"MultiTile", {1, 2, 2, 150, 16}, 0.1f, 1.0f, 0, 0, 37},
+      // Documents (--reset-attention-mask): one-token documents (4, 12) and a row whose last
+      // token starts a document; GQA with a tensor-parallel shard's head offset.
+      {"MhaDocs", {2, 3, 3, 13, 10}, 0.0f, 1.0f, 0, 0, 3, {{0, 4, 5, 10}, {0, 1, 12}}},
+      {"MhaDocsDropout", {2, 3, 3, 13, 10}, 0.3f, 1.0f, 0, 0, 3, {{0, 4, 5, 10}, {0, 1, 12}}},
+      {"GqaDocsDropoutShard", {3, 6, 2, 13, 10}, 0.25f, 1.0f, 6, 16, 3, {{0, 6}, {}, {0, 2, 3, 4}}},
+      // Starts on both sides of the 64-key tile boundary, a query tile (128..149) whose queries
+      // all start after key tile 0, and one starting at its own last token.
+      {"MultiTileDocs", {2, 2, 2, 150, 16}, 0.0f, 1.0f, 0, 0, 37, {{0, 30, 64, 65, 100, 149}, {0, 63, 128, 140}}},
+      {"MultiTileDocsDropout", {2, 2, 1, 150, 16}, 0.1f, 1.0f, 0, 0, 37, {{0, 30, 64, 65, 100, 149}, {0, 63, 128}}},
   };
 }
 
@@ -498,6 +622,147 @@ TEST(Attention, GqaBackwardWithMoreThreadsThanGroups) {
                       f.q.view(), f.k.view(), f.v.view(), f.opt, f.ws.view());
   probs.expect_match(ref, kBwdAtol, kBwdRtol, "probs, 4 threads");
 #endif
+}
+
+// key_start all 0 is plain causal attention, bit for bit, in both paths and both directions.
+TEST(Attention, KeyStartZeroIsBitIdenticalToCausal) {
+  for (float p : {0.0f, 0.2f}) {
+    Case c{"zero", {2, 4, 2, 70, 8}, p};
+    Fixture plain(c);
+    c.docs = {{}};
+    Fixture zero(c);
+    ASSERT_FALSE(zero.opt.key_start.empty());
+    plain.lean_loss();
+    zero.lean_loss();
+    EXPECT_EQ(plain.out.bytes, zero.out.bytes);
+    EXPECT_EQ(plain.lse.bytes, zero.lse.bytes);
+    Grads ga(plain), gb(zero);
+    attention_bwd(ga.dq.view(), ga.dk.view(), ga.dv.view(), plain.w.view(), plain.out.view(), plain.lse.view(),
+                  plain.q.view(), plain.k.view(), plain.v.view(), plain.opt, plain.ws.view());
+    attention_bwd(gb.dq.view(), gb.dk.view(), gb.dv.view(), zero.w.view(), zero.out.view(), zero.lse.view(),
+                  zero.q.view(), zero.k.view(), zero.v.view(), zero.opt, zero.ws.view());
+    EXPECT_TRUE(ga.dq.bytes == gb.dq.bytes && ga.dk.bytes == gb.dk.bytes && ga.dv.bytes == gb.dv.bytes);
+    plain.probs_loss();
+    zero.probs_loss();
+    EXPECT_EQ(plain.out.bytes, zero.out.bytes);
+    EXPECT_EQ(plain.probs.bytes, zero.probs.bytes);
+    EXPECT_EQ(plain.mask.bytes, zero.mask.bytes);
+    Grads pa(plain), pb(zero);
+    attention_probs_bwd(pa.dq.view(), pa.dk.view(), pa.dv.view(), plain.w.view(), plain.probs.view(), plain.mv(),
+                        plain.q.view(), plain.k.view(), plain.v.view(), plain.opt, plain.ws.view());
+    attention_probs_bwd(pb.dq.view(), pb.dk.view(), pb.dv.view(), zero.w.view(), zero.probs.view(), zero.mv(),
+                        zero.q.view(), zero.k.view(), zero.v.view(), zero.opt, zero.ws.view());
+    EXPECT_TRUE(pa.dq.bytes == pb.dq.bytes && pa.dk.bytes == pb.dk.bytes && pa.dv.bytes == pb.dv.bytes);
+  }
+}
+
+// The dropout draw of a live (query, key) entry does not depend on where documents start.
+TEST(Attention, DocumentsKeepDropoutIndexing) {
+  Case c{"drop", {2, 3, 3, 70, 8}, 0.3f};
+  Fixture plain(c);
+  c.docs = {{0, 9, 64, 66}, {0, 1, 2, 69}};
+  Fixture docs(c);
+  plain.probs_loss();
+  docs.probs_loss();
+  const int64_t s = c.m.s;
+  int64_t live = 0, differ = 0;
+  for (int64_t row = 0; row < c.m.b * c.m.n * s; ++row) {
+    const int64_t j = row / (c.m.n * s), i = row % s, lo = docs.key_start.i32()[j * s + i];
+    for (int64_t t = 0; t < s; ++t) {
+      const uint8_t a = plain.mask.u8()[row * s + t], b = docs.mask.u8()[row * s + t];
+      if (t >= lo && t <= i) {
+        ++live;
+        differ += a != b;
+      } else {
+        differ += b != 0;  // masked entries are never kept
+      }
+    }
+  }
+  EXPECT_GT(live, 0);
+  EXPECT_EQ(differ, 0);
+}
+
+// The defining property: a document's outputs and gradients are those of the document alone at
+// offset 0 (no dropout: its draws are indexed by position in the row).
+TEST(Attention, SecondDocumentEqualsItselfAlone) {
+  const Dims m{1, 4, 2, 100, 8};
+  const int64_t start = 37, len = m.s - start;
+  for (bool lean : {true, false}) {
+    SCOPED_TRACE(lean ? "lean" : "probs");
+    Case c{"two", m, 0.0f};
+    c.docs = {{0, start}};
+    Fixture both(c);
+    Case alone_case{"alone", {1, 4, 2, len, 8}, 0.0f};
+    Fixture alone(alone_case);
+    // alone's q, k, v, w = both's rows start..s-1.
+    auto copy_rows = [&](HostTensor& dst, HostTensor& src, int64_t heads) {
+      for (int64_t h = 0; h < heads; ++h)
+        std::copy(src.f32() + (h * m.s + start) * m.d, src.f32() + (h * m.s + m.s) * m.d, dst.f32() + h * len * m.d);
+    };
+    copy_rows(alone.q, both.q, m.n);
+    copy_rows(alone.k, both.k, m.g);
+    copy_rows(alone.v, both.v, m.g);
+    const int64_t width = m.n * m.d;  // b = 1: out/dout rows are [s, n·d]
+    std::copy(both.w.f32() + start * width, both.w.f32() + m.s * width, alone.w.f32());
+    if (lean) {
+      both.lean_loss();
+      alone.lean_loss();
+    } else {
+      both.probs_loss();
+      alone.probs_loss();
+    }
+    std::vector<double> want(alone.out.f32(), alone.out.f32() + alone.out.numel());
+    test::expect_close(both.out.f32() + start * width, want, 1e-6, 1e-5, "out of the second document");
+    // Gradients: d/dk and d/dv of the second document's keys get nothing from the first one.
+    Grads gb(both), ga(alone);
+    for (HostTensor* t : {&gb.dq, &gb.dk, &gb.dv, &ga.dq, &ga.dk, &ga.dv}) std::fill(t->bytes.begin(), t->bytes.end(), 0);
+    if (lean) {
+      attention_bwd(gb.dq.view(), gb.dk.view(), gb.dv.view(), both.w.view(), both.out.view(), both.lse.view(),
+                    both.q.view(), both.k.view(), both.v.view(), both.opt, both.ws.view());
+      attention_bwd(ga.dq.view(), ga.dk.view(), ga.dv.view(), alone.w.view(), alone.out.view(), alone.lse.view(),
+                    alone.q.view(), alone.k.view(), alone.v.view(), alone.opt, alone.ws.view());
+    } else {
+      attention_probs_bwd(gb.dq.view(), gb.dk.view(), gb.dv.view(), both.w.view(), both.probs.view(), both.mv(),
+                          both.q.view(), both.k.view(), both.v.view(), both.opt, both.ws.view());
+      attention_probs_bwd(ga.dq.view(), ga.dk.view(), ga.dv.view(), alone.w.view(), alone.probs.view(), alone.mv(),
+                          alone.q.view(), alone.k.view(), alone.v.view(), alone.opt, alone.ws.view());
+    }
+    for (auto [g2, g1, heads, what] : {std::tuple{&gb.dq, &ga.dq, m.n, "dq"}, {&gb.dk, &ga.dk, m.g, "dk"},
+                                       {&gb.dv, &ga.dv, m.g, "dv"}}) {
+      HostTensor part = test::zeros(g1->shape);
+      copy_rows(part, *g2, heads);
+      test::expect_close(part.f32(), test::to_double(*g1), 1e-6, 1e-5, what);
+    }
+  }
+}
+
+TEST(Attention, RejectsBadKeyStart) {
+  Case c{"bad", {2, 6, 2, 5, 4}, 0.0f};
+  c.docs = {{0, 2}};
+  Fixture f(c);
+  EXPECT_NO_THROW(f.lean_loss());
+  EXPECT_NO_THROW(f.probs_loss());
+  f.key_start.i32()[3] = 4;  // past query 3 itself
+  EXPECT_THROW(f.lean_loss(), Error);
+  EXPECT_THROW(f.probs_loss(), Error);
+  f.key_start.i32()[3] = -1;
+  EXPECT_THROW(f.lean_loss(), Error);
+  f.key_start.i32()[3] = 2;
+  f.lean_loss();
+  Grads g(f);
+  f.key_start.i32()[6] = 3;  // row 1, query 1
+  EXPECT_THROW(attention_bwd(g.dq.view(), g.dk.view(), g.dv.view(), f.w.view(), f.out.view(), f.lse.view(),
+                             f.q.view(), f.k.view(), f.v.view(), f.opt, f.ws.view()),
+               Error);
+  EXPECT_THROW(attention_probs_bwd(g.dq.view(), g.dk.view(), g.dv.view(), f.w.view(), f.probs.view(), f.mv(),
+                                   f.q.view(), f.k.view(), f.v.view(), f.opt, f.ws.view()),
+               Error);
+  f.key_start.i32()[6] = 0;
+  HostTensor transposed(DType::i32, {5, 2}), as_f32 = zeros({2, 5});
+  f.opt.key_start = transposed.view();
+  EXPECT_THROW(f.lean_loss(), Error);
+  f.opt.key_start = as_f32.view();
+  EXPECT_THROW(f.probs_loss(), Error);
 }
 
 TEST(Attention, RejectsBadInputs) {

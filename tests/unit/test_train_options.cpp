@@ -128,7 +128,6 @@ TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
       {with(base, {"--data-path", "corpus"}), "--mock-data excludes --data-path"},
       {with(without(base, "--mock-data", false), {"--data-path", "0.5", "a", "0.5"}), "looks like a weight"},
       {with(without(base, "--mock-data", false), {"--data-path", "/nonexistent/corpus"}), "does not exist"},
-      {with(base, {"--reset-position-ids"}), "--reset-position-ids is not supported yet"},
       {with(base, {"--tokenizer-type", "Gpt2"}), "--tokenizer-type must be one of"},
       {with(base, {"--split", "1,2,3,4"}), "--split"},
       {with(base, {"--train-iter", "3"}), "did you mean --train-iters?"},

@@ -6,6 +6,7 @@
 #include "backend/cpu/attention.h"
 
 #include "backend/cpu/philox_simd.h"
+#include "base/error.h"
 
 #include <cblas.h>
 
@@ -102,6 +103,31 @@ struct Dropout {
   void draw(uint64_t first, int64_t count, T* out, T on) const { philox_keep(rng, first, count, p, on, out); }
   void keep(uint64_t first, int64_t count, uint8_t* mask) const { draw<uint8_t>(first, count, mask, 1); }
   void multipliers(uint64_t first, int64_t count, float* mult) const { draw<float>(first, count, mult, inv_keep); }
+};
+
+// ---- document mask ---------------------------------------------------------------------------
+
+// The first key each query attends to: key_start[j, i] (--reset-attention-mask), each checked
+// here, outside any parallel region, to lie in [0, i]; or 0 (plain causal).
+struct KeyStart {
+  const int32_t* p = nullptr;
+  int64_t s = 0;
+  KeyStart(const AttentionOptions& o, int64_t seq, const char* op) : s(seq) {
+    if (o.key_start.empty()) return;
+    p = o.key_start.i32();
+    for (int64_t k = 0; k < o.key_start.numel(); ++k)
+      MT_CHECK(p[k] >= 0 && p[k] <= k % s)
+          << op << ": key_start[" << k / s << ", " << k % s << "] = " << p[k] << " must lie in [0, " << k % s
+          << "] (a token's document starts at or before it)";
+  }
+  int64_t operator()(int64_t j, int64_t i) const { return p ? static_cast<int64_t>(p[j * s + i]) : 0; }
+  // The smallest start of queries i0 .. i0 + mq − 1: keys before it are masked for the whole tile.
+  int64_t tile_min(int64_t j, int64_t i0, int64_t mq) const {
+    if (!p) return 0;
+    int64_t lo = i0;
+    for (int64_t ii = 0; ii < mq; ++ii) lo = std::min<int64_t>(lo, p[j * s + i0 + ii]);
+    return lo;
+  }
 };
 
 // ---- row kernels -------------------------------------------------------------------------------
@@ -213,6 +239,23 @@ void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, co
   }
 }
 
+// The RoPE table row of each (i, j): positions[j, i] when given (each checked against the table's
+// rows here, outside any parallel region), else i.
+struct RopePositions {
+  const int32_t* pos = nullptr;
+  int64_t s = 0;
+  RopePositions(const TensorView& positions, const TensorView& cos, int64_t seq, const char* op) : s(seq) {
+    if (positions.empty() || cos.empty()) return;
+    pos = positions.i32();
+    const int64_t limit = cos.dim(0);
+    for (int64_t k = 0; k < positions.numel(); ++k)
+      MT_CHECK(pos[k] >= 0 && pos[k] < limit)
+          << op << ": positions[" << k / s << ", " << k % s << "] = " << pos[k] << " is out of range [0, " << limit
+          << ") of the RoPE tables (--max-position-embeddings)";
+  }
+  int64_t operator()(int64_t i, int64_t j) const { return pos ? static_cast<int64_t>(pos[j * s + i]) : i; }
+};
+
 }  // namespace
 
 size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, int64_t d) {
@@ -241,8 +284,9 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
   const Dims dm(q, k);
+  const RopePositions position(positions, cos, dm.s, "qkv_split_rope_fwd");
   const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
   const bool rope = !cos.empty();
   const float* src_all = qkv.f32();
@@ -255,8 +299,8 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
   for (int64_t row = 0; row < dm.s * dm.b; ++row) {
     const int64_t i = row / dm.b, j = row % dm.b;
     const float* src = src_all + row * width;
-    const float* ci = rope ? cp + i * half : nullptr;
-    const float* si = rope ? sp + i * half : nullptr;
+    const float* ci = rope ? cp + position(i, j) * half : nullptr;
+    const float* si = rope ? sp + position(i, j) * half : nullptr;
     auto put = [&](float* dst, const float* x, bool rotate) {
       if (!rotate) {
         std::memcpy(dst, x, dm.d * sizeof(float));
@@ -277,8 +321,9 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
   const Dims dm(dq, dk);
+  const RopePositions position(positions, cos, dm.s, "qkv_split_rope_bwd");
   const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
   const bool rope = !cos.empty();
   float* dst_all = dqkv.f32();
@@ -291,8 +336,8 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
   for (int64_t row = 0; row < dm.s * dm.b; ++row) {
     const int64_t i = row / dm.b, j = row % dm.b;
     float* dst = dst_all + row * width;
-    const float* ci = rope ? cp + i * half : nullptr;
-    const float* si = rope ? sp + i * half : nullptr;
+    const float* ci = rope ? cp + position(i, j) * half : nullptr;
+    const float* si = rope ? sp + position(i, j) * half : nullptr;
     // The rotation is orthogonal, so its backward is the rotation by −angle.
     auto add = [&](float* dx, const float* dy, bool rotate) {
       if (!rotate) {
@@ -319,6 +364,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
                    const TensorView& v, const AttentionOptions& options) {
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
+  const KeyStart key_start(options, dm.s, "attention_fwd");
   const float scale = options.scale;
   const int64_t nqb = (dm.s + kBq - 1) / kBq;
   const float* qa = q.f32();
@@ -347,22 +393,28 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
       l[ii] = 0.0f;
       std::memset(op + ii * dm.ldo, 0, dm.d * sizeof(float));
     }
-    for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+    // Key tiles wholly before every query's document start are skipped (same tile grid as without).
+    for (int64_t t0 = key_start.tile_min(j, i0, mq) / kBk * kBk; t0 < kend; t0 += kBk) {
       const int64_t nk = std::min<int64_t>(kBk, kend - t0);
       gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, tile, kBk);
       for (int64_t ii = 0; ii < mq; ++ii) {
         float* row = tile + ii * kBk;
-        const int64_t valid = std::min<int64_t>(nk, i0 + ii - t0 + 1);  // causal: keys t <= i
-        if (valid <= 0) {
+        // Live columns [first, valid): keys key_start <= t <= i.
+        const int64_t valid = std::min<int64_t>(nk, i0 + ii - t0 + 1);
+        const int64_t first = std::max<int64_t>(0, key_start(j, i0 + ii) - t0);
+        if (valid <= first) {
           std::memset(row, 0, nk * sizeof(float));
           continue;
         }
-        const float mx = row_max(row, valid, m[ii]);
+        std::memset(row, 0, first * sizeof(float));
+        float* live = row + first;
+        const int64_t nlive = valid - first;
+        const float mx = row_max(live, nlive, m[ii]);
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t t = 0; t < valid; ++t) {
-          row[t] = fast_exp(row[t] - mx);
-          sum += row[t];
+        for (int64_t t = 0; t < nlive; ++t) {
+          live[t] = fast_exp(live[t] - mx);
+          sum += live[t];
         }
         for (int64_t t = valid; t < nk; ++t) row[t] = 0.0f;
         // Rescale what is accumulated so far to the new running max.
@@ -375,9 +427,9 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
         }
         l[ii] += sum;  // the normaliser uses the probabilities before dropout
         if (drop.on) {
-          drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, valid, mult);
+          drop.multipliers(drop.row_index(j, h, i0 + ii) + t0 + first, nlive, mult);
 #pragma omp simd
-          for (int64_t t = 0; t < valid; ++t) row[t] *= mult[t];
+          for (int64_t t = 0; t < nlive; ++t) live[t] *= mult[t];
         }
       }
       gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, 1.0f, tile, kBk, vp + t0 * dm.d, dm.d, 1.0f, op, dm.ldo);
@@ -396,6 +448,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
+  const KeyStart key_start(options, dm.s, "attention_bwd");
   const float scale = options.scale;
   const float* qa = q.f32();
   const float* ka = k.f32();
@@ -427,21 +480,25 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
         for (int64_t c = 0; c < dm.d; ++c) acc += gop[ii * dm.ldo + c] * op[ii * dm.ldo + c];
         rowd[ii] = acc;
       }
-      for (int64_t t0 = 0; t0 < kend; t0 += kBk) {
+      for (int64_t t0 = key_start.tile_min(j, i0, mq) / kBk * kBk; t0 < kend; t0 += kBk) {
         const int64_t nk = std::min<int64_t>(kBk, kend - t0);
         gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, pt, kBk);
         gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, 1.0f, gop, dm.ldo, vp + t0 * dm.d, dm.d, 0.0f, st, kBk);
         for (int64_t ii = 0; ii < mq; ++ii) {
           float* prow = pt + ii * kBk;
           float* srow = st + ii * kBk;
+          // Live columns [first, valid), as in the forward.
           const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(nk, i0 + ii - t0 + 1));
+          const int64_t first = std::min(valid, std::max<int64_t>(0, key_start(j, i0 + ii) - t0));
+          const int64_t nlive = valid - first;
           const float li = lp[ii], di = rowd[ii];
-          if (drop.on && valid > 0) {
-            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0, valid, mult);
-            softmax_grad_row(prow, srow, mult, valid, li, di);
+          if (drop.on && nlive > 0) {
+            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0 + first, nlive, mult);
+            softmax_grad_row(prow + first, srow + first, mult, nlive, li, di);
           } else {
-            softmax_grad_row(prow, srow, nullptr, valid, li, di);
+            softmax_grad_row(prow + first, srow + first, nullptr, nlive, li, di);
           }
+          for (int64_t t = 0; t < first; ++t) prow[t] = srow[t] = 0.0f;
           for (int64_t t = valid; t < nk; ++t) prow[t] = srow[t] = 0.0f;
         }
         gemm(CblasTrans, CblasNoTrans, nk, dm.d, mq, 1.0f, pt, kBk, gop, dm.ldo, 1.0f, dvp + t0 * dm.d, dm.d);
@@ -460,6 +517,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
                          const AttentionOptions& options) {
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
+  const KeyStart key_start(options, dm.s, "attention_probs_fwd");
   const int64_t nqb = (dm.s + kBq - 1) / kBq;
   const float* qa = q.f32();
   const float* ka = k.f32();
@@ -484,21 +542,26 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
 
     gemm(CblasNoTrans, CblasTrans, mq, kend, dm.d, options.scale, qp, dm.d, kp, dm.d, 0.0f, panel, dm.s);
     for (int64_t ii = 0; ii < mq; ++ii) {
+      // Live keys [lo, valid): the query's document up to itself.
+      const int64_t lo = key_start(j, i0 + ii), valid = i0 + ii + 1;
       float* row = panel + ii * dm.s;
-      const int64_t valid = i0 + ii + 1;
-      const float mx = row_max(row, valid, row[0]);
+      float* live = row + lo;
+      const int64_t nlive = valid - lo;
+      const float mx = row_max(live, nlive, live[0]);
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t t = 0; t < valid; ++t) {
-        row[t] = fast_exp(row[t] - mx);
-        sum += row[t];
+      for (int64_t t = 0; t < nlive; ++t) {
+        live[t] = fast_exp(live[t] - mx);
+        sum += live[t];
       }
       const float inv = 1.0f / sum;
-      for (int64_t t = 0; t < valid; ++t) row[t] *= inv;
+      for (int64_t t = 0; t < nlive; ++t) live[t] *= inv;
+      std::memset(row, 0, lo * sizeof(float));
       std::memset(row + valid, 0, (dm.s - valid) * sizeof(float));
       if (drop.on) {
         uint8_t* mrow = mpanel + ii * dm.s;
-        drop.keep(drop.row_index(j, h, i0 + ii), valid, mrow);
+        drop.keep(drop.row_index(j, h, i0 + ii) + lo, nlive, mrow + lo);
+        std::memset(mrow, 0, lo);
         std::memset(mrow + valid, 0, dm.s - valid);
       }
     }
@@ -525,6 +588,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
+  const KeyStart key_start(options, dm.s, "attention_probs_bwd");
   const float scale = options.scale;
   const float* qa = q.f32();
   const float* ka = k.f32();
@@ -551,11 +615,12 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
       for (int64_t ii = 0; ii < mq; ++ii) {
         const float* prow = pp + ii * dm.s;
         float* srow = ds + ii * dm.s;
-        const int64_t valid = i0 + ii + 1;
+        const int64_t lo = key_start(j, i0 + ii), valid = i0 + ii + 1;  // live keys [lo, valid)
         if (drop.on) {
           const uint8_t* mrow = ma + panel_at + ii * dm.s;
           float* drow = pd + ii * dm.s;
-          for (int64_t t = 0; t < valid; ++t) {
+          for (int64_t t = 0; t < lo; ++t) drow[t] = 0.0f;
+          for (int64_t t = lo; t < valid; ++t) {
             const float kp_t = static_cast<float>(mrow[t]) * drop.inv_keep;
             srow[t] *= kp_t;
             drow[t] = prow[t] * kp_t;
@@ -564,8 +629,9 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
         }
         float di = 0.0f;  // Σ_t P_it dP_it
 #pragma omp simd reduction(+ : di)
-        for (int64_t t = 0; t < valid; ++t) di += prow[t] * srow[t];
-        for (int64_t t = 0; t < valid; ++t) srow[t] = prow[t] * (srow[t] - di);
+        for (int64_t t = lo; t < valid; ++t) di += prow[t] * srow[t];
+        for (int64_t t = lo; t < valid; ++t) srow[t] = prow[t] * (srow[t] - di);
+        for (int64_t t = 0; t < lo; ++t) srow[t] = 0.0f;
         for (int64_t t = valid; t < kend; ++t) srow[t] = 0.0f;
       }
       // Without dropout the saved probabilities (zero above the diagonal) are used as they are.

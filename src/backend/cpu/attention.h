@@ -1,9 +1,11 @@
 // CPU kernels for ops/attention.h (shapes already validated by the op): QKV split + RoPE, the
 // online-softmax (lean) attention and the materialising (probs) attention, forward and backward.
 // Details the op contract leaves open: RoPE tables are computed in double and rounded once; the
-// probs path's u8 mask is 0 above the diagonal (those entries draw no random number); calls
-// below about 2^20 multiply-adds run single-threaded; the backward is deterministic for a given
-// thread count (the GQA split below changes only the summation order of dk/dv).
+// probs path's u8 mask is 0 above the diagonal and before key_start (those entries draw no random
+// number); the lean path skips key tiles lying wholly before the key_start of every query of its
+// query tile; calls below about 2^20 multiply-adds run single-threaded; the backward is
+// deterministic for a given thread count (the GQA split below changes only the summation order of
+// dk/dv).
 #pragma once
 
 #include <cstddef>
@@ -15,9 +17,9 @@ namespace mt::cpu {
 
 void rope_tables(const TensorView& cos, const TensorView& sin, double base);
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin);
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions);
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin);
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions);
 
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options);

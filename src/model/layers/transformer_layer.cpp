@@ -107,7 +107,7 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   column_parallel_linear_fwd(ctx.tp, sc.qkv, sc.norm1_out, w.qkv_weight, w.qkv_bias, sc.sp_gathered);
   round(sc.qkv);
   qkv_split_rope_fwd(act.q, act.k, act.v, sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), ctx.rope_cos,
-                     ctx.rope_sin);
+                     ctx.rope_sin, ctx.positions);
   round(act.q);
   round(act.k);
   const AttentionOptions options = attention_options(ctx);
@@ -191,7 +191,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   }
   zero(sc.qkv);
   qkv_split_rope_bwd(sc.qkv.reshape({ctx.shape.s, ctx.shape.b, c.qkv_size()}), sc.dq, sc.dk, sc.dv, ctx.rope_cos,
-                     ctx.rope_sin);
+                     ctx.rope_sin, ctx.positions);
   round(sc.qkv);
   column_parallel_linear_bwd(ctx.tp, sc.dnorm, g.qkv_weight, g.qkv_bias, sc.qkv, sc.norm1_out, w.qkv_weight,
                              sc.sp_gathered, sc.sp_partial);

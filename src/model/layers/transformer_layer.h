@@ -84,6 +84,7 @@ struct LayerContext {
   const ModelConfig* config = nullptr;
   LayerShape shape;
   TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
+  TensorView positions;           // i32 [b, s] RoPE positions (--reset-position-ids), or empty: sequence index
   uint64_t seed = 0;              // dropout seed
   uint64_t dropout_round = 0;     // advances every micro-batch so masks differ between them
   bool dropout = true;            // false in evaluation
