@@ -156,9 +156,6 @@ void check_data_options(const Options& o) {
     MT_CHECK(!o.has("--null-tokenizer-eod-id"))
         << "--null-tokenizer-eod-id is not supported with --mock-data (its EOD is V-1); drop it";
   }
-  MT_CHECK(!o.flag("--reset-attention-mask"))
-      << "--reset-attention-mask is not supported yet; drop it (documents in a sample then attend to each other "
-         "causally, Megatron's default)";
   if (o.has("--split")) (void)parse_and_normalize_split(o.text("--split"));  // validated as Megatron parses it
   if (o.has("--data-cache-path")) {
     MT_CHECK(!o.text("--data-cache-path").empty()) << "--data-cache-path is empty";

@@ -66,8 +66,8 @@ const std::vector<OptionSpec> kTable = {
     {"--null-tokenizer-eod-id", T::integer, "", "NullTokenizer: the EOD id (default vocab size - 1)", "", "train,preprocess"},
     {"--vocab-extra-ids", T::integer, "0", "SentencePieceTokenizer: number of <extra_id_i> tokens added", "", "train,preprocess"},
     {"--split", T::text, "", "train,valid,test proportions of --data-path (default 969,30,1; mock data always uses 1,1,1)", "", "train"},
-    {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token (not supported yet: rejected)", "", "train"},
-    {"--reset-attention-mask", T::flag, "", "block attention across documents (not supported yet: rejected)", "", "train"},
+    {"--reset-position-ids", T::flag, "", "restart position ids after each end-of-document token", "", "train"},
+    {"--reset-attention-mask", T::flag, "", "tokens attend only within their own document (causal mask cut at each end-of-document token)", "", "train"},
     {"--eod-mask-loss", T::flag, "", "no loss on tokens that follow an end-of-document token", "", "train"},
     // Learning rate and weight decay (SchedulerConfig; optimizer_param_scheduler.py).
     {"--lr", T::real, "", "peak learning rate (required)", "", "train"},

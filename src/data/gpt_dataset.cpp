@@ -172,9 +172,6 @@ GptDatasetConfig GptDataset::normalized(GptDatasetConfig config) {
 GptDatasetIndices GptDataset::build_indices(const LowLevelDataset& dataset, std::span<const int32_t> indices,
                                             std::optional<int64_t> num_samples, Split split, GptDatasetConfig config) {
   config = normalized(config);
-  MT_CHECK(!config.reset_attention_mask)
-      << "--reset-attention-mask is not supported yet; drop the flag (documents in a sample then "
-         "attend to each other causally, as in Megatron's default)";
   MT_CHECK(config.sequence_length > 1) << "--seq-length must be at least 2, got " << config.sequence_length;
   MT_CHECK(!num_samples || *num_samples >= 0) << "negative sample count " << *num_samples;
   const std::span<const int32_t> lengths = dataset.sequence_lengths();
@@ -235,7 +232,6 @@ GptDataset::GptDataset(std::shared_ptr<const LowLevelDataset> dataset, std::vect
       sample_index_(std::move(built.sample_index)),
       shuffle_index_(std::move(built.shuffle_index)) {
   MT_CHECK(dataset_ != nullptr) << "GptDataset needs a low-level dataset";
-  MT_CHECK(!config_.reset_attention_mask) << "--reset-attention-mask is not supported yet; drop the flag";
   // Every index must point inside the next one, so sample_text cannot read out of bounds.
   const int64_t n = dataset_->num_sequences();
   for (int32_t d : document_index_) MT_CHECK(d >= 0 && d < n) << "stale dataset indices: sequence " << d;
@@ -301,12 +297,15 @@ GptSample GptDataset::get_sample(int64_t i) const {
   // _get_ltor_masks_and_position_ids on the raw tokens (before pad ids are replaced).
   s.loss_mask.assign(static_cast<size_t>(n), 1.0f);
   s.position_ids.resize(static_cast<size_t>(n));
-  int64_t doc_start = 0;
+  s.document_start.resize(static_cast<size_t>(n));
+  int64_t position_start = 0, doc_start = 0;
   for (int64_t t = 0; t < n; ++t) {
-    s.position_ids[t] = t - doc_start;
+    s.position_ids[t] = t - position_start;
+    s.document_start[t] = doc_start;
     if (s.tokens[t] == eod) {
       if (config_.eod_mask_loss) s.loss_mask[t] = 0.0f;
-      if (config_.reset_position_ids) doc_start = t + 1;
+      if (config_.reset_position_ids) position_start = t + 1;
+      doc_start = t + 1;
     }
   }
   for (int64_t t = 0; t < n; ++t) {

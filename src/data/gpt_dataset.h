@@ -57,7 +57,7 @@ struct GptDatasetConfig {
   // sequence_length entries (Megatron's default add_extra_token_to_sequence=True).
   bool add_extra_token = true;
   bool reset_position_ids = false;    // --reset-position-ids
-  bool reset_attention_mask = false;  // --reset-attention-mask (not supported yet: rejected)
+  bool reset_attention_mask = false;  // --reset-attention-mask
   bool eod_mask_loss = false;         // --eod-mask-loss
   // --no-drop-last-partial-validation-sequence clears it; applies to the valid split only.
   bool drop_last_partial_validation_sequence = true;
@@ -73,6 +73,10 @@ struct GptSample {
   std::vector<int64_t> labels;        // text[1:]; pad ids replaced by 0
   std::vector<float> loss_mask;       // 1, or 0 where the label is pad or (eod_mask_loss) the token is EOD
   std::vector<int64_t> position_ids;  // 0.. ; restart after each EOD with reset_position_ids
+  // The index of the first token of each token's document (0, or one past the last EOD before
+  // it): with reset_attention_mask token t attends to [document_start[t], t] (Megatron's
+  // attention_mask[b, 0, i+1:, :i+1] = 0 for each EOD at i).
+  std::vector<int64_t> document_start;
 };
 
 // What GptDataset builds from the lengths, the seed and the sizes (and the index cache stores).

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "model/layers/norm_act.h"
 #include "ops/attention.h"
@@ -57,6 +58,7 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   const LayerShape shape = layer_context(0).shape;
   tokens_ = ws.alloc(DType::i32, {b_, s_});
   positions_ = ws.alloc(DType::i32, {b_, s_});
+  doc_start_ = ws.alloc(DType::i32, {b_, s_});
   labels_ = ws.alloc(DType::i32, {N});
   const DType dtype = config_.params_dtype;
   emb_drop_mask_ = act.alloc(DType::u8, {Nl, h});
@@ -158,6 +160,7 @@ LayerContext GptModel::layer_context(int64_t layer) const {
   ctx.rope_cos = rope_cos_;
   ctx.rope_sin = rope_sin_;
   ctx.positions = positions();
+  ctx.key_start = has_doc_start_ ? doc_start_ : TensorView();
   ctx.seed = seed_;
   ctx.dropout_round = round_;
   ctx.dropout = dropout_;
@@ -176,12 +179,14 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
     check_shape(batch.loss_mask, {b_, s_}, op, "loss_mask");
     check_dtype(batch.loss_mask, DType::f32, op, "loss_mask");
   }
-  if (!batch.position_ids.empty()) {
-    check_shape(batch.position_ids, {b_, s_}, op, "position_ids");
-    check_dtype(batch.position_ids, DType::i32, op, "position_ids");
+  for (auto [t, name] : {std::pair{&batch.position_ids, "position_ids"}, {&batch.document_start, "document_start"}}) {
+    if (t->empty()) continue;
+    check_shape(*t, {b_, s_}, op, name);
+    check_dtype(*t, DType::i32, op, name);
   }
   MT_CHECK(batch.tokens.device == Device::cpu && batch.labels.device == Device::cpu &&
-           batch.loss_mask.device == Device::cpu && batch.position_ids.device == Device::cpu)
+           batch.loss_mask.device == Device::cpu && batch.position_ids.device == Device::cpu &&
+           batch.document_start.device == Device::cpu)
       << op << ": the micro-batch must be in host memory";
   // A training forward computes the output layer's gradient at once; a second forward before its
   // backward would silently lose the rest of that micro-batch's gradient.
@@ -195,6 +200,8 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   backend_.copy_from_host(tokens_.data, batch.tokens.data, batch.tokens.bytes());
   has_positions_ = !batch.position_ids.empty();
   if (has_positions_) backend_.copy_from_host(positions_.data, batch.position_ids.data, batch.position_ids.bytes());
+  has_doc_start_ = !batch.document_start.empty();
+  if (has_doc_start_) backend_.copy_from_host(doc_start_.data, batch.document_start.data, batch.document_start.bytes());
   std::vector<int32_t>& labels_sb = host_labels_;
   std::vector<float>& dlosses = host_dlosses_;
   LossSums sums;

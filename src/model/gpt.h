@@ -22,6 +22,10 @@ struct MicroBatch {
   // looked up by the learned position embedding or rotated by RoPE; each in
   // [0, --max-position-embeddings). Empty: position = sequence index.
   TensorView position_ids = {};
+  // i32 [b, s]: where each token's document starts (--reset-attention-mask): token i attends to
+  // tokens document_start[j, i] .. i of its sequence j, 0 <= document_start[j, i] <= i.
+  // Empty: plain causal attention over the whole sequence.
+  TensorView document_start = {};
 };
 
 // What the loss reduction needs: Megatron's lm loss is loss_sum / num_tokens.
@@ -109,7 +113,8 @@ class GptModel {
   // Inputs copied to the device.
   TensorView tokens_;      // i32 [b, s]
   TensorView positions_;   // i32 [b, s] the micro-batch's position ids (used when has_positions_)
-  bool has_positions_ = false;
+  TensorView doc_start_;   // i32 [b, s] the micro-batch's document starts (used when has_doc_start_)
+  bool has_positions_ = false, has_doc_start_ = false;
   TensorView labels_;      // i32 [N] in [s, b] row order
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;

@@ -27,6 +27,8 @@ void write_sample(const GptSample& sample, int64_t index, const SampleRows& rows
   // Positions lie in [0, s), so they fit in 32 bits.
   if (rows.position_ids)
     for (size_t i = 0; i < s; ++i) rows.position_ids[i] = static_cast<int32_t>(sample.position_ids[i]);
+  if (rows.document_start)
+    for (size_t i = 0; i < s; ++i) rows.document_start[i] = static_cast<int32_t>(sample.document_start[i]);
 }
 
 SampleRows basic_rows(int32_t* tokens, int32_t* labels, float* loss_mask) {
@@ -156,6 +158,8 @@ MicroBatch MicroBatchBuffer::view(int64_t sequence_length) {
                    TensorView(labels.data(), DType::i32, {b, sequence_length}),
                    TensorView(loss_mask.data(), DType::f32, {b, sequence_length})};
   if (!position_ids.empty()) batch.position_ids = TensorView(position_ids.data(), DType::i32, {b, sequence_length});
+  if (!document_start.empty())
+    batch.document_start = TensorView(document_start.data(), DType::i32, {b, sequence_length});
   return batch;
 }
 

@@ -147,7 +147,10 @@ TEST(TrainRealData, TrainCommandReadsABlendAndRejectsOddDataPaths) {
   EXPECT_THROW(cmd_train(with({"--data-path", a, "0.7", b})), Error);
   EXPECT_THROW(cmd_train(with({"--data-path", dir / "missing"})), Error);
   EXPECT_THROW(cmd_train(with({"--data-path", a, "--mock-data"})), Error);
-  EXPECT_THROW(cmd_train(with({"--data-path", a, "--reset-attention-mask"})), Error);
+  // Packed documents: position ids and attention restart after each EOD of the real data.
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cmd_train(with({"--data-path", a, "--reset-position-ids", "--reset-attention-mask"})), 0);
+  testing::internal::GetCapturedStdout();
   EXPECT_THROW(cmd_train(with({"--data-path", a, "--train-data-path", b})), Error);
   // Per-split paths.
   testing::internal::CaptureStdout();

@@ -48,14 +48,14 @@ TrainConfig short_run() {
   return t;
 }
 
-void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp) {
+void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, const TrainConfig& run = short_run()) {
   SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " + sp" : "") + " on " + std::to_string(world().size()) + " ranks");
-  Trainer reference(base, short_run());  // this rank alone, tp = 1
+  Trainer reference(base, run);  // this rank alone, tp = 1
   const TrainResult want = reference.run([](const std::string&) {});
   ModelConfig m = base;
   m.tensor_model_parallel_size = tp;
   m.sequence_parallel = sp;
-  Trainer parallel(m, short_run(), &world());
+  Trainer parallel(m, run, &world());
   const TrainResult got = parallel.run([](const std::string&) {});
   ASSERT_EQ(got.iterations.size(), want.iterations.size());
   double worst = 0.0;
@@ -74,6 +74,31 @@ TEST(TpTrain, Gpt2StyleTensorParallelMatchesSingleRank) { expect_same_curve(gpt2
 TEST(TpTrain, Gpt2StyleSequenceParallelMatchesSingleRank) { expect_same_curve(gpt2_style(), world().size(), true); }
 TEST(TpTrain, LlamaStyleTensorParallelMatchesSingleRank) { expect_same_curve(llama_style(), world().size(), false); }
 TEST(TpTrain, LlamaStyleSequenceParallelMatchesSingleRank) { expect_same_curve(llama_style(), world().size(), true); }
+// Packed documents (--reset-position-ids --reset-attention-mask): every rank takes the whole
+// [b, s] positions and document starts (the embedding and RoPE run on all tokens, attention on
+// the full sequence of its heads). Sequences of 64 so that some samples hold an EOD.
+TEST(TpTrain, DocumentMasksMatchSingleRank) {
+  TrainConfig run = short_run();
+  run.reset_position_ids = run.reset_attention_mask = true;
+  for (ModelConfig m : {gpt2_style(), llama_style()}) {
+    m.seq_length = 64;
+    expect_same_curve(m, world().size(), m.position_embedding_type == PositionEmbedding::rope, run);
+  }
+  // The flags change this run (some of its samples hold an EOD), or the check above proves little.
+  ModelConfig m = llama_style();
+  m.seq_length = 64;
+  TrainConfig plain = run;
+  plain.train_iters = 5;
+  plain.reset_position_ids = plain.reset_attention_mask = false;
+  TrainConfig reset = run;
+  reset.train_iters = 5;
+  const TrainResult a = Trainer(m, plain).run([](const std::string&) {});
+  const TrainResult b = Trainer(m, reset).run([](const std::string&) {});
+  double most = 0.0;
+  for (size_t i = 0; i < a.iterations.size(); ++i)
+    most = std::max(most, std::fabs(a.iterations[i].loss - b.iterations[i].loss));
+  EXPECT_GT(most, 1e-5);
+}
 // Data parallelism (plain gradient all-reduce): tp = 1, and tp = 2 beside it on 4 ranks.
 TEST(TpTrain, DataParallelMatchesSingleRank) {
   expect_same_curve(llama_style(), 1, false);

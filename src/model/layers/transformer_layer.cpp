@@ -29,6 +29,7 @@ AttentionOptions attention_options(const LayerContext& ctx) {
   o.rng = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention");
   o.head_offset = ctx.tp.rank() * ctx.config->num_attention_heads;
   o.total_heads = ctx.total_heads;
+  o.key_start = ctx.key_start;
   return o;
 }
 

@@ -85,6 +85,7 @@ struct LayerContext {
   LayerShape shape;
   TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
   TensorView positions;           // i32 [b, s] RoPE positions (--reset-position-ids), or empty: sequence index
+  TensorView key_start;           // i32 [b, s] document starts (--reset-attention-mask), or empty: causal
   uint64_t seed = 0;              // dropout seed
   uint64_t dropout_round = 0;     // advances every micro-batch so masks differ between them
   bool dropout = true;            // false in evaluation
