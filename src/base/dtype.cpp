@@ -11,6 +11,7 @@ size_t dtype_size(DType dtype) {
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::u8: return 1;
+    case DType::f64: return 8;
   }
   MT_FAIL() << "unknown dtype";
 }
@@ -22,6 +23,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::f16: return "f16";
     case DType::i32: return "i32";
     case DType::u8: return "u8";
+    case DType::f64: return "f64";
   }
   return "?";
 }

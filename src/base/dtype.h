@@ -9,7 +9,8 @@
 
 namespace mt {
 
-enum class DType : uint8_t { f32, bf16, f16, i32, u8 };
+// f64 exists for host-side reductions (norms, counts) that must not lose precision across ranks.
+enum class DType : uint8_t { f32, bf16, f16, i32, u8, f64 };
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);

@@ -15,6 +15,7 @@ DType parse_dtype(const std::string& s, const std::string& path, const std::stri
   if (s == "F16") return DType::f16;
   if (s == "I32") return DType::i32;
   if (s == "U8") return DType::u8;
+  if (s == "F64") return DType::f64;
   MT_FAIL() << path << ": tensor '" << name << "' has unsupported dtype " << s;
 }
 
@@ -25,6 +26,7 @@ const char* dtype_tag(DType t) {
     case DType::f16: return "F16";
     case DType::i32: return "I32";
     case DType::u8: return "U8";
+    case DType::f64: return "F64";
   }
   return "?";
 }

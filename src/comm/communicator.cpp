@@ -7,7 +7,8 @@ namespace mt {
 
 void check_reduce_args(const TensorView& t, const char* op) {
   MT_CHECK(t.device == Device::cpu) << op << ": host tensors only (this communicator has no device path)";
-  MT_CHECK(t.dtype == DType::f32 || t.dtype == DType::i32) << op << ": reduces f32 or i32, got " << t.str();
+  MT_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i32)
+      << op << ": reduces f32, f64 or i32, got " << t.str();
 }
 
 void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op) {

@@ -25,7 +25,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // Reductions take f32 or i32 tensors; gather, scatter and broadcast take any dtype.
+  // Reductions take f32, f64 or i32 tensors; gather, scatter and broadcast take any dtype.
   // t = op over ranks of t (in place).
   virtual void all_reduce(const TensorView& t, ReduceOp op) = 0;
   // out = concat over ranks of in (rank order, along the flat element order): out.numel() ==

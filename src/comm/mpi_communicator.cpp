@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace {
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
     case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
     case DType::i32: return MPI_INT32_T;
     default: MT_FAIL() << "no MPI reduction for " << dtype_name(t);
   }
@@ -69,8 +71,15 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(const TensorView& t, ReduceOp op) override {
     check_reduce_args(t, "all_reduce");
-    check(MPI_Allreduce(MPI_IN_PLACE, t.data, element_count(t), mpi_type(t.dtype), mpi_op(op), comm_),
-          "MPI_Allreduce");
+    // MPI counts are int: a whole gradient buffer can exceed 2^31 elements, so go in pieces.
+    const int64_t piece = int64_t{1} << 30;
+    auto* data = static_cast<char*>(t.data);
+    for (int64_t first = 0; first < t.numel(); first += piece) {
+      const int count = static_cast<int>(std::min(piece, t.numel() - first));
+      check(MPI_Allreduce(MPI_IN_PLACE, data + first * static_cast<int64_t>(dtype_size(t.dtype)), count,
+                          mpi_type(t.dtype), mpi_op(op), comm_),
+            "MPI_Allreduce");
+    }
   }
   void all_gather(const TensorView& out, const TensorView& in) override {
     check_gather_args(out, in, size_, "all_gather");

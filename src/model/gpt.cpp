@@ -207,7 +207,13 @@ LossSums GptModel::forward(const MicroBatch& batch, const ForwardOptions& option
   LossSums sums;
   for (int64_t j = 0; j < b_; ++j)
     for (int64_t i = 0; i < s_; ++i) {
-      labels_sb[i * b_ + j] = batch.labels.i32()[j * s_ + i];
+      const int32_t label = batch.labels.i32()[j * s_ + i];
+      // Checked here, identically on every rank: under tensor parallelism no single shard of the
+      // cross entropy sees the whole vocabulary, so none of them could tell.
+      MT_CHECK(label >= 0 && label < config_.padded_vocab_size())
+          << op << ": labels[" << j << ", " << i << "] = " << label << " is out of range [0, "
+          << config_.padded_vocab_size() << ") (the padded vocabulary)";
+      labels_sb[i * b_ + j] = label;
       const float m = batch.loss_mask.empty() ? 1.0f : batch.loss_mask.f32()[j * s_ + i];
       mask_sb_[i * b_ + j] = m;
       dlosses[i * b_ + j] = m * grad_scale_;

@@ -9,27 +9,22 @@ namespace mt {
 namespace {
 
 // Which gradients this rank counts in the norm: its shards, and the parameters every tensor-parallel
-// rank holds whole on tp rank 0 only.
-bool counts_in_norm(const Param& p, Communicator* model_parallel) {
-  return p.shard.sharded() || model_parallel == nullptr || model_parallel->rank() == 0;
-}
+// rank holds whole on tp rank 0 only (Megatron's param_is_not_tensor_parallel_duplicate).
+bool counts_in_norm(const Param& p, int tp_rank) { return p.shard.sharded() || tp_rank == 0; }
 
-// The norm from this rank's sum of squares: summed over the model-parallel group first.
+// The norm from this rank's sum of squares: summed (in double) over the model-parallel group first.
 double norm_over(double local_sum, Communicator* model_parallel) {
-  if (model_parallel && model_parallel->size() > 1) {
-    float total = static_cast<float>(local_sum);
-    model_parallel->all_reduce(TensorView(&total, DType::f32, {1}), ReduceOp::sum);
-    local_sum = total;
-  }
+  if (model_parallel && model_parallel->size() > 1)
+    model_parallel->all_reduce(TensorView(&local_sum, DType::f64, {1}), ReduceOp::sum);
   return std::sqrt(local_sum);
 }
 
 }  // namespace
 
-double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel, int tp_rank) {
   double sum = 0.0;
   for (const Param& p : params)
-    if (counts_in_norm(p, model_parallel)) sum += sum_squares(p.grad);
+    if (counts_in_norm(p, tp_rank)) sum += sum_squares(p.grad);
   return norm_over(sum, model_parallel);
 }
 
@@ -47,8 +42,9 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
   return coeff;
 }
 
-AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel)
-    : params_(params), model_parallel_(model_parallel) {
+AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel,
+             int tp_rank)
+    : params_(params), model_parallel_(model_parallel), tp_rank_(tp_rank) {
   auto carve = [&](Arena& arena) {
     m_.clear();
     v_.clear();
@@ -78,7 +74,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
   for (const Param& p : params_)
-    if (counts_in_norm(p, model_parallel_)) norm_grads_.push_back(p.grad);
+    if (counts_in_norm(p, tp_rank_)) norm_grads_.push_back(p.grad);
   norm_sums_.resize(norm_grads_.size());
   const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);

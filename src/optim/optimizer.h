@@ -25,8 +25,9 @@ struct OptimizerConfig {
 
 // L2 norm of all gradients of the model, each parameter counted once: sums of squares in
 // double, over this rank's shards and, for parameters every tensor-parallel rank holds whole, on
-// tp rank 0 only; then summed over `model_parallel` (the tp group; null: this rank alone).
-double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr);
+// tp rank 0 only (tp_rank: this rank's place in its tp group); then summed over `model_parallel`
+// (the tp-pp group; null: this rank alone).
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr, int tp_rank = 0);
 
 // Megatron's finalize_model_grads for tensor parallelism: the gradients of parameters computed on
 // s/t tokens under --sequence-parallel (the norms) are all-reduced over the tp group.
@@ -38,8 +39,10 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 
 class AdamW {
  public:
-  // model_parallel: the group the gradient norm is summed over (see grad_norm).
-  AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr);
+  // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
+  // rank (see grad_norm).
+  AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
+        int tp_rank = 0);
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
@@ -58,6 +61,7 @@ class AdamW {
  private:
   std::vector<Param>& params_;
   Communicator* model_parallel_ = nullptr;
+  int tp_rank_ = 0;
   std::unique_ptr<Arena> state_;
   std::vector<TensorView> m_, v_;
   std::vector<TensorView> main_;  // f32 master copies (the parameters themselves when f32)

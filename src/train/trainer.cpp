@@ -98,7 +98,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, cpu_backend(), &memory_, model_options);
   model_->set_seed(config_.seed);
   model_->params().init(config_.seed);
-  optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_, groups_.model_parallel.get());
+  optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_, groups_.model_parallel.get(),
+                                       groups_.tp->rank());
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -111,12 +112,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
 float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 
 double Trainer::dp_sum(double value) const {
-  if (groups_.dp->size() == 1) return value;
-  // Token counts and loss sums of a global batch: float's 24 bits keep counts exact to 16M tokens
-  // and loss sums to ~1e-7 relative, as Megatron's fp32 all-reduce of them does.
-  float v = static_cast<float>(value);
-  groups_.dp->all_reduce(TensorView(&v, DType::f32, {1}), ReduceOp::sum);
-  return v;
+  if (groups_.dp->size() > 1) groups_.dp->all_reduce(TensorView(&value, DType::f64, {1}), ReduceOp::sum);
+  return value;
 }
 
 LossSums Trainer::forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options) {

@@ -1,6 +1,7 @@
 // Each tensor-parallel layer against its unsharded reference, for the job's size t (2 and 4 under
 // CTest), with and without sequence parallelism: outputs and every gradient. Whole tensors are
 // built identically on every rank; each rank checks its own shard of the reference result.
+#include "model/gpt.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -130,6 +131,29 @@ TEST(TpLayers, VocabParallelCrossEntropyMatchesUnsharded) {
                                    r * (V / t));
   HostTensor expected = shard_of(dlogits_ref, cols, t, r);
   expect_close(dlogits, expected, 1e-6, 1e-5, "logit gradient");
+}
+
+// No shard of the vocabulary-parallel cross entropy sees the whole vocabulary, so the model checks
+// the labels itself, identically on every rank (all throw together, none waits in a collective).
+TEST(TpLayers, OutOfRangeLabelsFailOnEveryRank) {
+  ModelConfig c;
+  c.num_layers = 1;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.seq_length = 16;
+  c.vocab_size = 512;
+  c.tensor_model_parallel_size = world().size();
+  c.finalize();
+  GptModelOptions options;
+  options.tp_comm = &world();
+  GptModel model(c, 1, cpu_backend(), nullptr, options);
+  model.params().init(1);
+  HostTensor tokens = randint({1, 16}, 512, 1), labels = randint({1, 16}, 512, 2);
+  labels.i32()[5] = 512;
+  ForwardOptions fo;
+  EXPECT_THROW(model.forward({tokens.view(), labels.view(), TensorView()}, fo), Error);
+  labels.i32()[5] = 7;
+  EXPECT_NO_THROW(model.forward({tokens.view(), labels.view(), TensorView()}, fo));
 }
 
 }  // namespace
