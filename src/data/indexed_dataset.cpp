@@ -103,6 +103,7 @@ IndexedDatasetBuilder::~IndexedDatasetBuilder() {
     if (f) std::fclose(f);
   for (const std::string& p : {temp_path(bin_path_), bin_path_ + ".lengths.tmp", bin_path_ + ".documents.tmp"})
     std::remove(p.c_str());
+  if (!idx_path_.empty()) std::remove(temp_path(idx_path_).c_str());
 }
 
 void IndexedDatasetBuilder::write_tokens(std::span<const int32_t> tokens) {
@@ -208,8 +209,8 @@ void IndexedDatasetBuilder::close_all() {
   close_file(boundaries_, bin_path_ + ".documents.tmp");
 }
 
-void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
-  MT_CHECK(!finalized_) << "IndexedDatasetBuilder finalized twice";
+void IndexedDatasetBuilder::write_index(const std::string& idx_path) {
+  MT_CHECK(!finalized_ && idx_path_.empty()) << "IndexedDatasetBuilder finalized twice";
   close_all();
   const std::string idx_tmp = temp_path(idx_path);
   std::FILE* idx = open_for_write(idx_tmp);
@@ -250,8 +251,13 @@ void IndexedDatasetBuilder::finalize(const std::string& idx_path) {
     std::remove(idx_tmp.c_str());
     throw;
   }
+  idx_path_ = idx_path;
+}
+
+void IndexedDatasetBuilder::commit() {
+  MT_CHECK(!finalized_ && !idx_path_.empty()) << "IndexedDatasetBuilder::commit needs write_index first";
   rename_file(temp_path(bin_path_), bin_path_);
-  rename_file(idx_tmp, idx_path);
+  rename_file(temp_path(idx_path_), idx_path_);
   std::remove((bin_path_ + ".lengths.tmp").c_str());
   std::remove((bin_path_ + ".documents.tmp").c_str());
   finalized_ = true;

@@ -58,7 +58,15 @@ class IndexedDatasetBuilder {
   // document boundaries shifted by the sequences already written, and its .bin bytes.
   void add_index(const std::string& prefix);
   // Writes `idx_path` and moves both files into place. The builder is spent afterwards.
-  void finalize(const std::string& idx_path);
+  void finalize(const std::string& idx_path) {
+    write_index(idx_path);
+    commit();
+  }
+  // finalize in two halves, so a caller finishing several builders can write every index first
+  // and move the files into place only once all of them succeeded: write_index writes the .idx
+  // under a temporary name, commit renames the .bin and the .idx.
+  void write_index(const std::string& idx_path);
+  void commit();
 
   TokenDType dtype() const { return dtype_; }
   int64_t num_sequences() const { return num_sequences_; }
@@ -79,6 +87,7 @@ class IndexedDatasetBuilder {
   int64_t num_sequences_ = 0, num_boundaries_ = 0, num_tokens_ = 0;
   std::vector<uint8_t> scratch_;
   bool finalized_ = false;
+  std::string idx_path_;  // set by write_index
 };
 
 // A read-only .bin/.idx pair, memory-mapped and validated on open.

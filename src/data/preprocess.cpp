@@ -323,10 +323,12 @@ PreprocessResult preprocess_json_lines(const PreprocessOptions& options,
   }
   while (written < submitted) write_next();
 
+  // Every key's index is written before any file moves into place, so a failure leaves no output.
   for (size_t k = 0; k < builders.size(); ++k) {
     result.tokens.push_back(builders[k]->num_tokens());
-    builders[k]->finalize(idx_path_of(result.output_prefixes[k]));
+    builders[k]->write_index(idx_path_of(result.output_prefixes[k]));
   }
+  for (auto& b : builders) b->commit();
   result.totals.seconds = elapsed();
   if (progress) progress(result.totals);
   return result;
