@@ -14,14 +14,10 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
+// The data-parallel size and rank come from the grid.
 TrainConfig finalized(TrainConfig c, const ParallelGrid& grid, int rank) {
   c.data_parallel_size = grid.dp();
   c.data_parallel_rank = grid.dense_coords(rank).dp;
-  c.finalize();
-  return c;
-}
-
-TrainConfig finalized(TrainConfig c) {
   c.finalize();
   return c;
 }
@@ -30,17 +26,7 @@ std::unique_ptr<Communicator> self_if_null(Communicator* world) {
   return world ? nullptr : make_self_communicator();
 }
 
-}  // namespace
-
-GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size) {
-  GridConfig g;
-  g.world_size = world_size;
-  g.tp = static_cast<int>(model.tensor_model_parallel_size);
-  g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
-  return g;
-}
-
-namespace {
+int world_size(const Communicator* world) { return world ? world->size() : 1; }
 
 ModelConfig finalized(ModelConfig c) {
   c.finalize();
@@ -65,15 +51,22 @@ TrainData checked(TrainData data, const ModelConfig& model, const TrainConfig& t
 }
 }  // namespace
 
+GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size) {
+  GridConfig g;
+  g.world_size = world_size;
+  g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
+  return g;
+}
+
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world)
     : Trainer(
           model, train,
           [&] {
             // The dataset sizes need the data-parallel size, which the world size decides.
-            TrainConfig t = train;
-            t.data_parallel_size = ParallelGrid(train_grid_config(model, train, world ? world->size() : 1)).dp();
+            const ParallelGrid grid(train_grid_config(model, train, world_size(world)));
             const ModelConfig m = finalized(model);
-            t = finalized(t);
+            const TrainConfig t = finalized(train, grid, 0);
             return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes(),
                                          SampleExtras{t.reset_position_ids, t.reset_attention_mask});
           }(),
@@ -81,7 +74,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world)
     : self_(self_if_null(world)),
-      groups_(make_process_groups(world ? *world : *self_, train_grid_config(model, train, world ? world->size() : 1))),
+      groups_(make_process_groups(world ? *world : *self_, train_grid_config(model, train, world_size(world)))),
       model_config_(finalized(model)),
       config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),
