@@ -49,12 +49,15 @@ class Builder {
     }
     std::optional<std::vector<double>> weights;
     if (blend.weights) weights = normalize_weights(*blend.weights);
+    std::array<std::vector<int64_t>, 3> split_sizes;  // per dataset, for each requested split
+    if (weights)
+      for (int s = 0; s < 3; ++s)
+        if (sizes[s]) split_sizes[s] = blend_dataset_sizes(*weights, *sizes[s], config_.mid_level_dataset_surplus);
     std::vector<Mids> mids;
     for (size_t d = 0; d < blend.prefixes.size(); ++d) {
       Sizes per_dataset;  // nullopt (one epoch) without weights
-      if (weights)
-        for (int s = 0; s < 3; ++s)
-          if (sizes[s]) per_dataset[s] = blend_dataset_sizes(*weights, *sizes[s], config_.mid_level_dataset_surplus)[d];
+      for (int s = 0; s < 3; ++s)
+        if (!split_sizes[s].empty()) per_dataset[s] = split_sizes[s][d];
       mids.push_back(build_prefix(blend.prefixes[d], matrix, per_dataset));
     }
     for (int s = 0; s < 3; ++s) {

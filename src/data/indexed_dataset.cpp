@@ -92,8 +92,8 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(std::string bin_path, TokenDType dt
       << "token files hold integer ids; " << token_dtype_name(dtype_) << " is not a token dtype";
   (void)token_dtype_size(dtype_);  // rejects unknown codes
   bin_ = open_for_write(temp_path(bin_path_));
-  lengths_ = open_for_write(bin_path_ + ".lengths.tmp");
-  boundaries_ = open_for_write(bin_path_ + ".documents.tmp");
+  lengths_ = open_for_write(lengths_path());
+  boundaries_ = open_for_write(documents_path());
   push_boundary(0);
 }
 
@@ -101,7 +101,7 @@ IndexedDatasetBuilder::~IndexedDatasetBuilder() {
   if (finalized_) return;
   for (std::FILE* f : {bin_, lengths_, boundaries_})
     if (f) std::fclose(f);
-  for (const std::string& p : {temp_path(bin_path_), bin_path_ + ".lengths.tmp", bin_path_ + ".documents.tmp"})
+  for (const std::string& p : {temp_path(bin_path_), lengths_path(), documents_path()})
     std::remove(p.c_str());
   if (!idx_path_.empty()) std::remove(temp_path(idx_path_).c_str());
 }
@@ -205,8 +205,8 @@ void IndexedDatasetBuilder::add_index(const std::string& prefix) {
 
 void IndexedDatasetBuilder::close_all() {
   close_file(bin_, bin_path_);
-  close_file(lengths_, bin_path_ + ".lengths.tmp");
-  close_file(boundaries_, bin_path_ + ".documents.tmp");
+  close_file(lengths_, lengths_path());
+  close_file(boundaries_, documents_path());
 }
 
 void IndexedDatasetBuilder::write_index(const std::string& idx_path) {
@@ -224,7 +224,7 @@ void IndexedDatasetBuilder::write_index(const std::string& idx_path) {
     write_bytes(idx, &d, 8, idx_tmp);
     {
       // Lengths are copied as they are; the pointers are their exclusive prefix sums in bytes.
-      const MappedFile lengths(bin_path_ + ".lengths.tmp");
+      const MappedFile lengths(lengths_path());
       MT_CHECK(lengths.size() == 4 * n) << "internal: lengths side file has the wrong size";
       write_bytes(idx, lengths.data(), lengths.size(), idx_tmp);
       const int64_t size = token_dtype_size(dtype_);
@@ -241,7 +241,7 @@ void IndexedDatasetBuilder::write_index(const std::string& idx_path) {
       }
     }
     {
-      const MappedFile boundaries(bin_path_ + ".documents.tmp");
+      const MappedFile boundaries(documents_path());
       MT_CHECK(boundaries.size() == 8 * d) << "internal: document side file has the wrong size";
       write_bytes(idx, boundaries.data(), boundaries.size(), idx_tmp);
     }
@@ -258,8 +258,8 @@ void IndexedDatasetBuilder::commit() {
   MT_CHECK(!finalized_ && !idx_path_.empty()) << "IndexedDatasetBuilder::commit needs write_index first";
   rename_file(temp_path(bin_path_), bin_path_);
   rename_file(temp_path(idx_path_), idx_path_);
-  std::remove((bin_path_ + ".lengths.tmp").c_str());
-  std::remove((bin_path_ + ".documents.tmp").c_str());
+  std::remove((lengths_path()).c_str());
+  std::remove((documents_path()).c_str());
   finalized_ = true;
 }
 

@@ -74,6 +74,9 @@ class IndexedDatasetBuilder {
   int64_t num_tokens() const { return num_tokens_; }
 
  private:
+  // Side files the lengths and document boundaries stream to until the index is written.
+  std::string lengths_path() const { return bin_path_ + ".lengths.tmp"; }
+  std::string documents_path() const { return bin_path_ + ".documents.tmp"; }
   void write_tokens(std::span<const int32_t> tokens);
   void push_length(int64_t length);
   void push_boundary(int64_t index);

@@ -245,7 +245,7 @@ std::vector<std::string> list_dataset_prefixes(const std::string& input) {
     std::string prefix = path;
     const std::string ext = fs::path(path).extension().string();
     if (ext == ".bin" || ext == ".idx") prefix = path.substr(0, path.size() - 4);
-    MT_CHECK(fs::is_regular_file(idx_path_of(prefix)) && fs::is_regular_file(bin_path_of(prefix)))
+    MT_CHECK(IndexedDataset::exists(prefix))
         << prefix << " is not a complete dataset: both " << idx_path_of(prefix) << " and " << bin_path_of(prefix)
         << " must exist";
     prefixes.insert(prefix);

@@ -27,6 +27,21 @@ int64_t check_logits(const TensorView& logits, const char* op) {
   return logits.dim(0);
 }
 
+// The backward ops' arguments. In place is allowed (the same bytes); a shifted overlap would read
+// already-written gradients.
+void check_bwd_args(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
+                    const TensorView& lse, const TensorView& labels, const char* op) {
+  const int64_t n = check_logits(logits, op);
+  check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
+  check_tensor(dlosses, {n}, DType::f32, op, "dlosses");
+  check_tensor(lse, {n}, DType::f32, op, "lse");
+  check_tensor(labels, {n}, DType::i32, op, "labels");
+  const auto g = reinterpret_cast<uintptr_t>(dlogits.data), x = reinterpret_cast<uintptr_t>(logits.data);
+  MT_CHECK(g == x || g + dlogits.bytes() <= x || x + logits.bytes() <= g)
+      << op << ": dlogits partially overlaps logits; pass the same buffer (in place) or a disjoint one";
+  check_same_device({dlogits, dlosses, logits, lse, labels}, op);
+}
+
 }  // namespace
 
 void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const TensorView& logits,
@@ -47,16 +62,7 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
 void cross_entropy_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
                        const TensorView& lse, const TensorView& labels) {
   const char* op = "cross_entropy_bwd";
-  const int64_t n = check_logits(logits, op);
-  check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
-  check_tensor(dlosses, {n}, DType::f32, op, "dlosses");
-  check_tensor(lse, {n}, DType::f32, op, "lse");
-  check_tensor(labels, {n}, DType::i32, op, "labels");
-  // In place is allowed (the same bytes); a shifted overlap would read already-written gradients.
-  const auto g = reinterpret_cast<uintptr_t>(dlogits.data), x = reinterpret_cast<uintptr_t>(logits.data);
-  MT_CHECK(g == x || g + dlogits.bytes() <= x || x + logits.bytes() <= g)
-      << op << ": dlogits partially overlaps logits; pass the same buffer (in place) or a disjoint one";
-  check_same_device({dlogits, dlosses, logits, lse, labels}, op);
+  check_bwd_args(dlogits, dlosses, logits, lse, labels, op);
   switch (logits.device) {
     case Device::cpu: return cpu::cross_entropy_bwd(dlogits, dlosses, logits, lse, labels);
     case Device::cuda: break;
@@ -111,16 +117,8 @@ void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, c
 void cross_entropy_shard_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
                              const TensorView& lse, const TensorView& labels, int64_t vocab_start) {
   const char* op = "cross_entropy_shard_bwd";
-  const int64_t n = check_logits(logits, op);
-  check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
-  check_tensor(dlosses, {n}, DType::f32, op, "dlosses");
-  check_tensor(lse, {n}, DType::f32, op, "lse");
-  check_tensor(labels, {n}, DType::i32, op, "labels");
+  check_bwd_args(dlogits, dlosses, logits, lse, labels, op);
   MT_CHECK(vocab_start >= 0) << op << ": vocab_start " << vocab_start << " is negative";
-  const auto g = reinterpret_cast<uintptr_t>(dlogits.data), x = reinterpret_cast<uintptr_t>(logits.data);
-  MT_CHECK(g == x || g + dlogits.bytes() <= x || x + logits.bytes() <= g)
-      << op << ": dlogits partially overlaps logits; pass the same buffer (in place) or a disjoint one";
-  check_same_device({dlogits, dlosses, logits, lse, labels}, op);
   switch (logits.device) {
     case Device::cpu: return cpu::cross_entropy_shard_bwd(dlogits, dlosses, logits, lse, labels, vocab_start);
     case Device::cuda: break;

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/elementwise.h"
@@ -34,11 +35,15 @@ void finalize_model_grads(const std::vector<Param>& params, Communicator* tp) {
     if (p.sequence_parallel) tp->all_reduce(p.grad, ReduceOp::sum);
 }
 
-double clip_grads(const std::vector<Param>& params, double norm, double clip_grad) {
+double clip_coefficient(double norm, double clip_grad) {
   if (clip_grad <= 0.0) return 1.0;
-  const double coeff = clip_grad / (norm + 1e-6);
-  if (coeff >= 1.0) return 1.0;
-  for (const Param& p : params) scale_inplace(p.grad, static_cast<float>(coeff));
+  return std::min(1.0, clip_grad / (norm + 1e-6));
+}
+
+double clip_grads(const std::vector<Param>& params, double norm, double clip_grad) {
+  const double coeff = clip_coefficient(norm, clip_grad);
+  if (coeff < 1.0)
+    for (const Param& p : params) scale_inplace(p.grad, static_cast<float>(coeff));
   return coeff;
 }
 
@@ -86,12 +91,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
     result.found_inf = true;
     return result;
   }
-  // Megatron's clip (as clip_grads): coeff = clip / (norm + 1e-6), applied only when below 1.
-  float clip = 1.0f;
-  if (config.clip_grad > 0.0f) {
-    const double coeff = static_cast<double>(config.clip_grad) / (result.grad_norm + 1e-6);
-    if (coeff < 1.0) clip = static_cast<float>(coeff);
-  }
+  const auto clip = static_cast<float>(clip_coefficient(result.grad_norm, config.clip_grad));
   ++step_;
   AdamWParams hp;
   hp.lr = lr;

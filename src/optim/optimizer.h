@@ -33,6 +33,9 @@ double grad_norm(const std::vector<Param>& params, Communicator* model_parallel 
 // s/t tokens under --sequence-parallel (the norms) are all-reduced over the tp group.
 void finalize_model_grads(const std::vector<Param>& params, Communicator* tp);
 
+// Megatron's clip coefficient: min(1, clip_grad / (norm + 1e-6)), or 1 when clip_grad <= 0.
+double clip_coefficient(double norm, double clip_grad);
+
 // Megatron's clip: when clip_grad > 0 and coeff = clip_grad / (norm + 1e-6) < 1, scale every
 // gradient by coeff. Returns the coefficient applied (1 when none).
 double clip_grads(const std::vector<Param>& params, double norm, double clip_grad);

@@ -3,6 +3,7 @@
 // multi-tensor forms run every tensor in one parallel region, each thread taking a contiguous,
 // equal share of all the blocks (chunks) end to end, so no thread waits between tensors.
 #include "backend/cpu/adamw.h"
+#include "backend/cpu/elementwise.h"
 
 #include <omp.h>
 
@@ -83,10 +84,6 @@ inline void adamw_blocks(const AdamWTensor& t, const AdamWConsts& k, int64_t blk
 
 int64_t blocks_of(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
-// The partition of cpu::sum_squares (elementwise.cpp): depends only on numel, never on the
-// thread count.
-constexpr int64_t kMaxChunks = 1024, kMinChunk = 16384;
-int64_t chunk_size(int64_t n, int64_t chunks) { return (n + chunks - 1) / chunks; }
 
 // Σ fl(x[i]·unscale)² over [begin, end), the simd reduction of cpu::sum_squares_range.
 inline double unscaled_sum_squares_range(const float* x, float unscale, int64_t begin, int64_t end) {
@@ -135,14 +132,13 @@ void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams&
   }
 }
 
-int64_t sum_squares_chunks(int64_t n) { return n == 0 ? 0 : std::min(kMaxChunks, (n + kMinChunk - 1) / kMinChunk); }
 
 double unscaled_sum_squares(const TensorView& grad, float unscale) {
   const int64_t n = grad.numel();
   if (n == 0) return 0.0;
-  const int64_t chunks = sum_squares_chunks(n), chunk = chunk_size(n, chunks);
+  const int64_t chunks = sum_squares_chunks(n), chunk = sum_squares_chunk_size(n, chunks);
   const float* x = grad.f32();
-  double partial[kMaxChunks];
+  double partial[kSumSquaresMaxChunks];
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c)
     partial[c] = unscaled_sum_squares_range(x, unscale, c * chunk, std::min(n, (c + 1) * chunk));
@@ -162,7 +158,7 @@ void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale
     thread_share(total, lo, hi);
     int64_t first = 0;  // global index of this tensor's first chunk
     for (const TensorView& g : grads) {
-      const int64_t n = g.numel(), chunks = sum_squares_chunks(n), chunk = chunk_size(n, std::max<int64_t>(chunks, 1));
+      const int64_t n = g.numel(), chunks = sum_squares_chunks(n), chunk = sum_squares_chunk_size(n, std::max<int64_t>(chunks, 1));
       for (int64_t c = std::max(lo, first) - first; c < std::min(hi, first + chunks) - first; ++c)
         partial[first + c] = unscaled_sum_squares_range(g.f32(), unscale, c * chunk, std::min(n, (c + 1) * chunk));
       first += chunks;

@@ -126,10 +126,12 @@ void cross_entropy_shard_sums(const TensorView& sum_exp, const TensorView& targe
 void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, const TensorView& row_max,
                               const TensorView& sum_exp, const TensorView& target) {
   const int64_t rows = losses.numel();
+  const float *mx = row_max.f32(), *sum = sum_exp.f32(), *tgt = target.f32();
+  float *lse_out = lse.f32(), *loss = losses.f32();
   for (int64_t r = 0; r < rows; ++r) {
-    const double row_lse = static_cast<double>(row_max.f32()[r]) + std::log(static_cast<double>(sum_exp.f32()[r]));
-    lse.f32()[r] = static_cast<float>(row_lse);
-    losses.f32()[r] = static_cast<float>(row_lse - static_cast<double>(target.f32()[r]));
+    const double row_lse = static_cast<double>(mx[r]) + std::log(static_cast<double>(sum[r]));
+    lse_out[r] = static_cast<float>(row_lse);
+    loss[r] = static_cast<float>(row_lse - static_cast<double>(tgt[r]));
   }
 }
 

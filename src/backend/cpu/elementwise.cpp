@@ -124,15 +124,17 @@ void round_to_dtype(const TensorView& t, DType dtype) {
   }
 }
 
+int64_t sum_squares_chunks(int64_t n) {
+  constexpr int64_t kMinChunk = 16384;
+  return n == 0 ? 0 : std::min(kSumSquaresMaxChunks, (n + kMinChunk - 1) / kMinChunk);
+}
+
 double sum_squares(const TensorView& t) {
-  // A partition that depends only on numel (never on the thread count), partial sums combined in
-  // chunk order: the same bits on every run and every OMP_NUM_THREADS.
-  constexpr int64_t kMaxChunks = 1024, kMinChunk = 16384;
+  // The same bits on every run and every OMP_NUM_THREADS (see sum_squares_chunks).
   const int64_t n = t.numel();
   if (n == 0) return 0.0;
-  const int64_t chunks = std::min(kMaxChunks, (n + kMinChunk - 1) / kMinChunk);
-  const int64_t chunk = (n + chunks - 1) / chunks;
-  double partial[kMaxChunks];
+  const int64_t chunks = sum_squares_chunks(n), chunk = sum_squares_chunk_size(n, chunks);
+  double partial[kSumSquaresMaxChunks];
 #pragma omp parallel for schedule(static)
   for (int64_t c = 0; c < chunks; ++c)
     partial[c] = sum_squares_range(t, c * chunk, std::min(n, (c + 1) * chunk));

@@ -54,5 +54,11 @@ void copy_tensor(const TensorView& dst, const TensorView& src);
 void cast(const TensorView& dst, const TensorView& src);
 void round_to_dtype(const TensorView& t, DType dtype);
 double sum_squares(const TensorView& t);
+// The partition sum_squares reduces over (the fused optimizer norm uses the same one, so its sums
+// are bit for bit sum_squares'): at most kSumSquaresMaxChunks chunks of at least 16384 elements,
+// depending only on numel, never on the thread count; partial sums are added in chunk order.
+inline constexpr int64_t kSumSquaresMaxChunks = 1024;
+int64_t sum_squares_chunks(int64_t n);
+inline int64_t sum_squares_chunk_size(int64_t n, int64_t chunks) { return (n + chunks - 1) / chunks; }
 
 }  // namespace mt::cpu
