@@ -16,11 +16,13 @@ namespace mt {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::vector<int32_t> encode(std::string_view text) const = 0;
-  // Appends encode(text) to `out`; lets a caller (preprocess) reuse one buffer across documents.
-  virtual void encode_into(std::string_view text, std::vector<int32_t>& out) const {
-    const std::vector<int32_t> ids = encode(text);
-    out.insert(out.end(), ids.begin(), ids.end());
+  // Appends the ids of `text` to `out`; lets a caller (preprocess) reuse one buffer across
+  // documents. What each tokenizer implements.
+  virtual void encode_into(std::string_view text, std::vector<int32_t>& out) const = 0;
+  std::vector<int32_t> encode(std::string_view text) const {
+    std::vector<int32_t> out;
+    encode_into(text, out);
+    return out;
   }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // What Megatron's tokenizer.vocab_size reports (before --make-vocab-size-divisible-by padding).

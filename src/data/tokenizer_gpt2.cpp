@@ -184,13 +184,6 @@ void Gpt2BpeTokenizer::encode_into(std::string_view text, std::vector<int32_t>& 
   }
 }
 
-std::vector<int32_t> Gpt2BpeTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  encode_into(text, out);
-  return out;
-}
-
 std::string_view Gpt2BpeTokenizer::token_bytes(int32_t id) const {
   const auto i = static_cast<size_t>(id);
   MT_CHECK(id >= 0 && i < id_defined_.size() && id_defined_[i])

@@ -22,7 +22,6 @@ class Gpt2BpeTokenizer : public Tokenizer {
   // Throws mt::Error naming the flag and file when a file is missing, unreadable or malformed.
   Gpt2BpeTokenizer(const std::string& vocab_file, const std::string& merge_file);
 
-  std::vector<int32_t> encode(std::string_view text) const override;
   void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }

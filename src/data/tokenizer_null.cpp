@@ -18,8 +18,7 @@ NullTokenizer::NullTokenizer(int64_t vocab_size, std::optional<int64_t> eod_id) 
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-std::vector<int32_t> NullTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> ids;
+void NullTokenizer::encode_into(std::string_view text, std::vector<int32_t>& ids) const {
   size_t i = 0;
   while (i < text.size()) {
     if (is_space(text[i])) {
@@ -37,7 +36,6 @@ std::vector<int32_t> NullTokenizer::encode(std::string_view text) const {
     ids.push_back(static_cast<int32_t>(value));
     i = j;
   }
-  return ids;
 }
 
 std::string NullTokenizer::decode(std::span<const int32_t> ids) const {

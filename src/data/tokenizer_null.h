@@ -15,7 +15,7 @@ class NullTokenizer : public Tokenizer {
 
   // "3 1 4" -> {3, 1, 4}; any run of whitespace separates. A word that is not an integer in
   // [0, vocab_size) throws mt::Error naming it.
-  std::vector<int32_t> encode(std::string_view text) const override;
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   // {3, 1, 4} -> "3 1 4" (Megatron's ' '.join(str(x) for x in ids)).
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }

@@ -96,13 +96,9 @@ std::string SentencePieceTokenizer::decode_plain(std::span<const int32_t> ids) c
   return text;
 }
 
-std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
-  std::vector<int32_t> out;
+void SentencePieceTokenizer::encode_into(std::string_view text, std::vector<int32_t>& out) const {
   if (flavor_ == SentencePieceFlavor::llama2) out.push_back(static_cast<int32_t>(bos_));
-  if (flavor_ != SentencePieceFlavor::megatron) {
-    encode_plain(text, out);
-    return out;
-  }
+  if (flavor_ != SentencePieceFlavor::megatron) return encode_plain(text, out);
   // Megatron's tokenize: cut at the earliest special-token string (first in insertion order on
   // a tie), encode the text before it, emit its id, continue after it.
   size_t idx = 0;
@@ -119,7 +115,6 @@ std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const
     idx = best_at + best->first.size();
   }
   encode_plain(text.substr(idx), out);
-  return out;
 }
 
 std::string SentencePieceTokenizer::decode(std::span<const int32_t> ids) const {

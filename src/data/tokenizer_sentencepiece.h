@@ -32,7 +32,7 @@ class SentencePieceTokenizer : public Tokenizer {
   SentencePieceTokenizer(const std::string& model_file, SentencePieceFlavor flavor, int64_t vocab_extra_ids = 0);
   ~SentencePieceTokenizer() override;
 
-  std::vector<int32_t> encode(std::string_view text) const override;
+  void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override { return vocab_size_; }
   int64_t eod() const override { return eod_; }
