@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/compare_pytorch.sh: our training step against PyTorch eager, same machine, same run.
 #
-#   bench/compare_pytorch.sh [tiny|small|gpt2-124m ...] [--iters N] [--warmup N]
+#   bench/compare_pytorch.sh [tiny|small|gpt2-124m[:R] ...] [--iters N] [--warmup N]
 #
+# A config written CONFIG:R runs ours with full recomputation of its first R layers
+# (train_throughput --recompute-block R); PyTorch never recomputes.
 # For each config (default: all three) runs ours ($BUILD_DIR/bench/train_throughput CONFIG) and the
 # PyTorch baseline (bench/pytorch_baseline.py CONFIG) alternately, twice each (ours, pytorch, ours,
 # pytorch), so that drift of a shared, noisy machine falls on both sides. Each run is its own process,
@@ -30,12 +32,12 @@ while [ $# -gt 0 ]; do
       iter_args+=("$1" "$2")
       shift 2
       ;;
-    tiny | small | gpt2-124m)
+    tiny | small | gpt2-124m | tiny:[0-9]* | small:[0-9]* | gpt2-124m:[0-9]*)
       configs+=("$1")
       shift
       ;;
     -h | --help)
-      sed -n '2,15p' "$0"
+      sed -n '2,17p' "$0"
       exit 0
       ;;
     *)
@@ -71,11 +73,14 @@ echo "compare_pytorch: ours=$ours_bin pytorch=$PYTHON bench/pytorch_baseline.py,
 rows=()
 for cfg in "${configs[@]}"; do
   ours_tps=() ours_rss=() pt_tps=() pt_rss=()
+  model=${cfg%%:*}
+  recompute=0
+  [ "$model" = "$cfg" ] || recompute=${cfg#*:}
   for ((round = 1; round <= ROUNDS; ++round)); do
-    line=$("$ours_bin" "$cfg" ${iter_args[@]+"${iter_args[@]}"} | grep -E "^$cfg ")
+    line=$("$ours_bin" "$model" --recompute-block "$recompute" ${iter_args[@]+"${iter_args[@]}"} | grep -E "^$model ")
     echo "ours       $line"
     ours_tps+=("$(field tps "$line")") ours_rss+=("$(field rss "$line")")
-    line=$("$PYTHON" bench/pytorch_baseline.py "$cfg" ${iter_args[@]+"${iter_args[@]}"} | grep -E '^pytorch ')
+    line=$("$PYTHON" bench/pytorch_baseline.py "$model" ${iter_args[@]+"${iter_args[@]}"} | grep -E '^pytorch ')
     echo "$line"
     pt_tps+=("$(field tps "$line")") pt_rss+=("$(field rss "$line")")
   done
@@ -83,14 +88,15 @@ for cfg in "${configs[@]}"; do
 done
 
 echo
-printf '%-10s | %12s | %15s | %11s | %13s | %16s | %9s\n' config "ours tok/s" "pytorch tok/s" "speed ratio" \
+printf '%-12s | %12s | %15s | %11s | %13s | %16s | %9s\n' config "ours tok/s" "pytorch tok/s" "speed ratio" \
   "ours peak RSS" "pytorch peak RSS" "RSS ratio"
-printf '%s\n' "-----------+--------------+-----------------+-------------+---------------+------------------+----------"
+printf '%s\n' "-------------+--------------+-----------------+-------------+---------------+------------------+----------"
 for row in "${rows[@]}"; do
   # shellcheck disable=SC2086
   set -- $row
   awk -v c="$1" -v ot="$2" -v pt="$3" -v orss="$4" -v prss="$5" 'BEGIN {
-    printf "%-10s | %12.0f | %15.0f | %10.2fx | %9.2f GiB | %12.2f GiB | %8.2fx\n", c, ot, pt, ot / pt, orss, prss, orss / prss
+    printf "%-12s | %12.0f | %15.0f | %10.2fx | %9.2f GiB | %12.2f GiB | %8.2fx\n", c, ot, pt, ot / pt, orss, prss, orss / prss
   }'
 done
-echo "speed ratio = ours tokens/s / pytorch tokens/s (>1: ours faster); RSS ratio = ours / pytorch (<1: ours smaller)"
+echo "speed ratio = ours tokens/s / pytorch tokens/s (>1: ours faster); RSS ratio = ours / pytorch (<1: ours smaller);" \
+  "CONFIG:R = ours with full recomputation of R layers"

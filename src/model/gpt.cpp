@@ -132,12 +132,13 @@ LayerTensors GptModel::layer_weights_f32(const GptTensors& w, int64_t i) {
   return out;
 }
 
-TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView& x) {
+TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView& x, bool with_output) {
   LayerActivations act = layer_activations_f32(i, false);
   if (mixed()) act.out = x32_[(i + 1) % 2];  // ping-pong with the input, which stays valid
-  transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_);
+  transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_, with_output);
   if (mixed())
-    for (auto m : kStoredActivations) cast(layers_[i].*m, act.*m);
+    for (auto m : kStoredActivations)
+      if (with_output || m != &LayerActivations::out) cast(layers_[i].*m, act.*m);
   return act.out;
 }
 
@@ -302,9 +303,10 @@ void GptModel::backward() {
   for (int64_t i = config_.num_layers - 1; i >= 0; --i) {
     const int64_t first = config_.recompute_group_first(i);
     if (first >= 0 && i == first + config_.recompute_group_size(first) - 1) {
-      // Rerun the group's forward from its saved input: same weights, same dropout masks.
+      // Rerun the group's forward from its saved input: same weights, same dropout masks. The
+      // last layer's output is saved, so its rerun stops short of fc2.
       TensorView x = input(first, x32_[first % 2]);
-      for (int64_t j = first; j <= i; ++j) x = layer_fwd(w, j, x);
+      for (int64_t j = first; j <= i; ++j) x = layer_fwd(w, j, x, /*with_output=*/j < i);
     }
     const TensorView x = input(i, x32_[0]);
     transformer_layer_bwd(layer_context(i), layer_weights_f32(w, i), g.layers[i], x, layer_activations_f32(i, true),

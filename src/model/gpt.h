@@ -45,7 +45,7 @@ struct ForwardOptions {
 
 struct GptModelOptions {
   int threads = 0;                 // OpenMP threads the workspaces are sized for; 0 = all
-  int64_t head_chunk_tokens = 256; // rows of logits alive at once in the output layer
+  int64_t head_chunk_tokens = 512; // rows of logits alive at once in the output layer
   // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
   // flag is taken from the config. Every rank of the group runs the same micro-batch.
   Communicator* tp_comm = nullptr;
@@ -80,8 +80,9 @@ class GptModel {
   // The position ids of this micro-batch, or empty (position = sequence index).
   TensorView positions() const { return has_positions_ ? positions_ : TensorView(); }
   bool mixed() const { return config_.params_dtype != DType::f32; }
-  // Layer i's forward from its f32 input; stores its activations and returns its f32 output.
-  TensorView layer_fwd(const GptTensors& w, int64_t i, const TensorView& x);
+  // Layer i's forward from its f32 input; stores its activations and returns its f32 output
+  // (with_output = false: a rerun before the backward that stops short of fc2, see transformer_layer_fwd).
+  TensorView layer_fwd(const GptTensors& w, int64_t i, const TensorView& x, bool with_output = true);
   // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
   LayerTensors layer_weights_f32(const GptTensors& w, int64_t i);
   // f32 views of layer i's saved activations: the tensors themselves, or (16-bit) staging views

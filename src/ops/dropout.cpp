@@ -38,6 +38,17 @@ void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView
   no_kernel(op);
 }
 
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
+  const char* op = "dropout_mask";
+  check_tensor(mask, mask.shape, DType::u8, op, "mask");
+  check_p(p, op);
+  switch (mask.device) {
+    case Device::cpu: return cpu::dropout_mask(mask, p, rng, offset);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
   const char* op = "dropout_bwd";
   check_tensor(dout, dout.shape, DType::f32, op, "dout");

@@ -14,6 +14,8 @@ namespace mt {
 // out[i] = keep ? inp[i] / (1 − p) : 0.  With p == 0, out = inp and the mask is all ones.
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
                  uint64_t offset);
+// The mask of dropout_fwd alone (no data pass): for recomputation, where only the mask is needed.
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset);
 // dinp[i] += mask[i] ? dout[i] / (1 − p) : 0.
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p);
 

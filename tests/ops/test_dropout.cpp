@@ -1,6 +1,6 @@
 // Tests for ops/dropout.h: the mask is exactly rng.uniform(offset + i) >= p, the keep fraction is
 // 1 − p, a shard drawn at its global offset reproduces the slice of the full mask (DESIGN
-// invariant 2), p = 0 is the identity, dropout_add, the backward (reference and finite
+// invariant 2), the mask drawn alone equals the forward's, p = 0 is the identity, dropout_add, the backward (reference and finite
 // differences) and argument errors.
 #include "ops/dropout.h"
 
@@ -43,6 +43,19 @@ TEST(Dropout, MaskFollowsRngRule) {
   // The boundary: with p equal to element 5's own uniform, that element is kept (>=, not >).
   const RngStream rng{1234, 56};
   check_mask_rule(16, rng.uniform(13 + 5), 13);
+}
+
+// dropout_mask draws the very mask dropout_fwd saves (recomputation relies on it), p = 0 included.
+TEST(Dropout, MaskAloneEqualsForwardMask) {
+  const RngStream rng{99, 3};
+  for (float p : {0.0f, 0.2f})
+    for (int64_t n : {int64_t{7}, int64_t{40001}}) {
+      HostTensor inp = randn({n}, 171), out = zeros({n}), mask = zeros({n}, DType::u8);
+      HostTensor alone = zeros({n}, DType::u8);
+      dropout_fwd(out.view(), mask.view(), inp.view(), p, rng, 11);
+      dropout_mask(alone.view(), p, rng, 11);
+      EXPECT_EQ(std::memcmp(alone.u8(), mask.u8(), static_cast<size_t>(n)), 0) << "p = " << p << ", n = " << n;
+    }
 }
 
 // On 2^20 elements the kept fraction is 1 − p within 6 binomial standard deviations

@@ -15,6 +15,7 @@ namespace {
 constexpr int64_t kChunk = 16384;  // elements per parallel work item (fixed, so results never vary)
 
 // out = residual + dropout(inp), residual optional; one pass per chunk after its mask is drawn.
+// With no x (and no y) only the mask is drawn.
 void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int64_t n, float p,
                   const RngStream& rng, uint64_t offset) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -23,6 +24,7 @@ void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int
     for (int64_t ch = 0; ch < chunks; ++ch) {
       const int64_t begin = ch * kChunk, end = std::min(n, begin + kChunk);
       std::memset(mask + begin, 1, static_cast<size_t>(end - begin));
+      if (!x) continue;
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) y[i] = res ? res[i] + x[i] : x[i];
     }
@@ -33,6 +35,7 @@ void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t begin = ch * kChunk, end = std::min(n, begin + kChunk);
     philox_keep<uint8_t>(rng, offset + static_cast<uint64_t>(begin), end - begin, p, 1, mask + begin);
+    if (!x) continue;
     if (res) {
 #pragma omp simd
       for (int64_t i = begin; i < end; ++i) y[i] = res[i] + (mask[i] ? x[i] * scale : 0.0f);
@@ -54,6 +57,10 @@ void dropout_add_fwd(const TensorView& out, const TensorView& mask, const Tensor
                      const TensorView& residual, float p, const RngStream& rng, uint64_t offset) {
   dropout_impl(out.f32(), mask.u8(), inp.f32(), residual.empty() ? nullptr : residual.f32(), inp.numel(), p, rng,
                offset);
+}
+
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
+  dropout_impl(nullptr, mask.u8(), nullptr, nullptr, mask.numel(), p, rng, offset);
 }
 
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {

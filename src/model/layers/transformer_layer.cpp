@@ -99,7 +99,7 @@ LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shap
 }
 
 void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const TensorView& x,
-                           LayerActivations& act, const LayerScratch& sc) {
+                           LayerActivations& act, const LayerScratch& sc, bool with_output) {
   const ModelConfig& c = *ctx.config;
   auto round = [&](const TensorView& t) { round_to_dtype(t, ctx.act_dtype); };
   // Attention block.
@@ -129,12 +129,14 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   round(sc.norm2_out);
   column_parallel_linear_fwd(ctx.tp, act.fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias, sc.sp_gathered);
   round(act.fc1_out);
+  const RngStream mlp_dropout = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output");
+  if (!with_output) return dropout_mask(act.mlp_drop_mask, hidden_dropout(ctx), mlp_dropout, residual_offset(ctx));
   mlp_activation_fwd(c, sc.act_out, act.fc1_out);
   round(sc.act_out);
   row_parallel_linear_fwd(ctx.tp, sc.dense, sc.act_out, w.fc2_weight, w.fc2_bias, sc.sp_partial);
   round(sc.dense);
-  dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, hidden_dropout(ctx),
-                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output"), residual_offset(ctx));
+  dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, hidden_dropout(ctx), mlp_dropout,
+                  residual_offset(ctx));
   round(act.out);
 }
 

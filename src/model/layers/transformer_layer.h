@@ -98,8 +98,11 @@ struct LayerContext {
 // All tensors f32 (the caller stages 16-bit weights and activations); each activation the
 // forward produces is rounded to ctx.act_dtype right away, so later ops see the stored values.
 // x: [Nl, h] layer input (kept by the caller: it is the previous layer's output).
+// with_output = false serves recomputation before the backward when the output is saved already:
+// the pass stops once everything the backward reads exists, skipping the MLP activation, fc2 and
+// the output residual (a third of the layer's forward FLOPs) and redrawing only the MLP dropout mask.
 void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const TensorView& x,
-                           LayerActivations& act, const LayerScratch& scratch);
+                           LayerActivations& act, const LayerScratch& scratch, bool with_output = true);
 
 // dx_inout: [Nl, h]; on entry the gradient of the layer output, on exit the gradient of its input.
 // Weight gradients accumulate into g.
