@@ -1,5 +1,7 @@
 #include "backend/arena.h"
 
+#include <algorithm>
+
 namespace mt {
 
 Arena::Arena(Backend& backend, MemCategory category, size_t capacity, MemoryTracker* tracker)
@@ -26,6 +28,29 @@ TensorView Arena::alloc(DType dtype, Shape shape) {
   if (tracker_) tracker_->on_alloc(category_, bytes);
   const Device device = backend_ ? backend_->device() : Device::cpu;
   return TensorView(measuring() ? nullptr : base_ + offset, dtype, shape, device);
+}
+
+void Arena::overlay(std::initializer_list<std::function<void()>> alternatives) {
+  const size_t start = used_, requested_start = requested_;
+  size_t end = start, requested_end = requested_start;
+  MemoryTracker* const tracker = tracker_;
+  tracker_ = nullptr;  // the union is reported once, below
+  try {
+    for (const auto& carve : alternatives) {
+      used_ = start;
+      requested_ = requested_start;
+      carve();
+      end = std::max(end, used_);
+      requested_end = std::max(requested_end, requested_);
+    }
+  } catch (...) {
+    tracker_ = tracker;
+    throw;
+  }
+  tracker_ = tracker;
+  used_ = end;
+  requested_ = requested_end;
+  if (tracker_) tracker_->on_alloc(category_, requested_end - requested_start);
 }
 
 void Arena::zero_used() {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <initializer_list>
 #include <string>
 
 #include "backend/backend.h"
@@ -26,6 +28,10 @@ class Arena {
 
   // A view of `shape` elements of `dtype`, 64-byte aligned; throws when the arena is full.
   TensorView alloc(DType dtype, Shape shape);
+  // Buffers never alive at the same time share memory: each alternative carves its views from
+  // the same offset, and the arena then moves past the largest. Only that one's bytes count as
+  // requested (and reach the tracker).
+  void overlay(std::initializer_list<std::function<void()>> alternatives);
   // Zero every byte handed out so far.
   void zero_used();
   // Forget every allocation (the memory is reused by the next ones).

@@ -91,9 +91,15 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
   // until its all-reduce; with it the partial sums go to scratch and this keeps the local rows.
   dfinal_ = act.alloc(DType::f32, {Nl, h});
   losses_ = act.alloc(DType::f32, {N});
-  scratch_ = alloc_layer_scratch(ws, local_, shape, threads);
+  // The output head runs between the last layer's forward and the first layer backward, so its
+  // logits chunk and the layers' scratch are never alive together.
+  ws.overlay({[&] { scratch_ = alloc_layer_scratch(ws, local_, shape, threads); },
+              [&] { logits_chunk_ = ws.alloc(DType::f32, {head_chunk_, V}); }});
+  if (tp_.sp()) {
+    scratch_.sp_gathered = ws.alloc(DType::f32, {N, h});
+    scratch_.sp_partial = ws.alloc(DType::f32, {N, h});
+  }
   final_out_ = ws.alloc(DType::f32, {Nl, h});
-  logits_chunk_ = ws.alloc(DType::f32, {head_chunk_, V});
   lse_ = ws.alloc(DType::f32, {head_chunk_});
   if (tp_.active())
     for (TensorView* t : {&ce_.row_max, &ce_.sum_exp, &ce_.target}) *t = ws.alloc(DType::f32, {head_chunk_});

@@ -126,5 +126,31 @@ TEST(Arena, MeasuringArenaSizesTheRealOneExactly) {
   EXPECT_THROW(real.alloc(DType::u8, {1}), Error);
 }
 
+// Overlaid alternatives start at one offset; the arena (and the tracker) then hold only the
+// largest, and later views come after it.
+TEST(Arena, OverlayedAlternativesShareMemory) {
+  auto carve = [](Arena& a, TensorView& x, TensorView& y, TensorView& z, TensorView& after) {
+    a.alloc(DType::u8, {10});
+    a.overlay({[&] { x = a.alloc(DType::f32, {100}); },
+               [&] {
+                 y = a.alloc(DType::f32, {30});
+                 z = a.alloc(DType::f32, {200});
+               }});
+    after = a.alloc(DType::f32, {1});
+  };
+  TensorView x, y, z, after;
+  Arena measure(MemCategory::workspace);
+  carve(measure, x, y, z, after);
+  EXPECT_EQ(measure.used(), 64u + 128 + 832 + 64);  // 64-byte padding: 10, (120 + 800 over 400), 4
+  MemoryTracker tracker;
+  Arena real(cpu_backend(), MemCategory::workspace, measure.used(), &tracker);
+  carve(real, x, y, z, after);
+  EXPECT_EQ(x.data, y.data);
+  EXPECT_EQ(static_cast<char*>(after.data), static_cast<char*>(z.data) + 832);
+  EXPECT_EQ(real.requested(), 10u + 120 + 800 + 4);
+  EXPECT_EQ(tracker.peak(MemCategory::workspace), real.requested());
+  EXPECT_EQ(real.used(), real.capacity());
+}
+
 }  // namespace
 }  // namespace mt

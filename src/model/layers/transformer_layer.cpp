@@ -91,10 +91,6 @@ LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shap
   sc.dfc1 = a.alloc(DType::f32, {N, c.fc1_size()});
   sc.dact = a.alloc(DType::f32, {N, c.ffn_hidden_size});
   sc.attention = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, threads))});
-  if (shape.sp > 1) {
-    sc.sp_gathered = a.alloc(DType::f32, {N, h});
-    sc.sp_partial = a.alloc(DType::f32, {N, h});
-  }
   return sc;
 }
 

@@ -61,7 +61,8 @@ struct LayerScratch {
   TensorView dact;       // [N, ffn]
   TensorView attention;  // f32 workspace for attention backward
   // Sequence parallelism only (empty otherwise): a gathered [N, h] input or output gradient, and
-  // the [N, h] partial sums before a reduce-scatter.
+  // the [N, h] partial sums before a reduce-scatter. Not made by alloc_layer_scratch: the owner
+  // allocates them apart, since its output layer uses them too.
   TensorView sp_gathered, sp_partial;
 };
 
