@@ -222,18 +222,23 @@ class Pool {
   bool stop_ = false;
 };
 
+// The paths matching a shell glob, sorted (glob sorts already; say so in code); none on no match.
+std::vector<std::string> glob_paths(const std::string& pattern) {
+  glob_t g{};
+  std::vector<std::string> paths;
+  if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 }  // namespace
 
 std::vector<std::string> expand_input_glob(const std::string& pattern) {
   MT_CHECK(!pattern.empty()) << "pass --input (a JSON-lines file or a glob such as 'data/*.jsonl')";
-  glob_t g{};
-  const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
-  std::vector<std::string> files;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) files.emplace_back(g.gl_pathv[i]);
-  ::globfree(&g);
+  std::vector<std::string> files = glob_paths(pattern);
   MT_CHECK(!files.empty()) << "--input " << pattern << " matches no file";
-  std::sort(files.begin(), files.end());  // glob sorts already; say so in code
   return files;
 }
 
@@ -257,10 +262,7 @@ std::vector<std::string> list_dataset_prefixes(const std::string& input) {
     }
     MT_CHECK(!prefixes.empty()) << "directory " << input << " holds no .bin/.idx pair to merge";
   } else {
-    glob_t g{};
-    if (::glob(input.c_str(), 0, nullptr, &g) == 0)
-      for (size_t i = 0; i < g.gl_pathc; ++i) add(g.gl_pathv[i]);
-    ::globfree(&g);
+    for (const std::string& path : glob_paths(input)) add(path);
     if (prefixes.empty() && IndexedDataset::exists(input)) prefixes.insert(input);
     MT_CHECK(!prefixes.empty()) << "--input " << input << " matches no dataset (give a directory or a glob of prefixes)";
   }
