@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "median.h"
 #include "data/preprocess.h"
 #include "data/tokenizer.h"
 
@@ -69,11 +70,6 @@ void write_corpus(const std::string& path, int64_t megabytes) {
     out << doc;
     bytes += static_cast<int64_t>(doc.size());
   }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/tokenizer_gpt2.h"
+#include "median.h"
 
 namespace {
 
@@ -73,9 +74,9 @@ int main(int argc, char** argv) {
       tokens = 0;
       for (size_t c : counts) tokens += c;
     }
-    std::sort(rates.begin(), rates.end());
+    const double rate = median(rates);
     std::printf("threads %d: median %.1f MB/s (%.1f MB/s per thread), %zu tokens, %.2f bytes/token\n", threads,
-                rates[rates.size() / 2], rates[rates.size() / 2] / threads, tokens,
+                rate, rate / threads, tokens,
                 static_cast<double>(text.size()) / static_cast<double>(tokens));
   }
   return 0;

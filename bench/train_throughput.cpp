@@ -19,6 +19,7 @@
 
 #include "app/blas_tuning.h"
 #include "model/gpt.h"
+#include "median.h"
 #include "optim/optimizer.h"
 #include "train/flops.h"
 #include "train/synthetic_data.h"
@@ -48,11 +49,6 @@ const BenchConfig kConfigs[] = {
     {"small", 6, 512, 8, 512, 4},
     {"gpt2-124m", 12, 768, 12, 512, 4},
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // The MFU denominator: the sustained multi-threaded sgemm rate of this machine, now. Square
 // 2048^3 products, cycling through the three transposition variants a linear layer issues
