@@ -32,7 +32,8 @@ while [ $# -gt 0 ]; do
       iter_args+=("$1" "$2")
       shift 2
       ;;
-    tiny | small | gpt2-124m | tiny:[0-9]* | small:[0-9]* | gpt2-124m:[0-9]*)
+    tiny | small | gpt2-124m | tiny:* | small:* | gpt2-124m:*)
+      [[ $1 =~ ^[a-z0-9-]+(:[0-9]+)?$ ]] || { echo "bad config '$1': CONFIG:R needs a layer count R" >&2; exit 2; }
       configs+=("$1")
       shift
       ;;

@@ -43,8 +43,10 @@ void Arena::overlay(std::initializer_list<std::function<void()>> alternatives) {
       end = std::max(end, used_);
       requested_end = std::max(requested_end, requested_);
     }
-  } catch (...) {
+  } catch (...) {  // forget the failed alternatives, which the tracker never saw
     tracker_ = tracker;
+    used_ = start;
+    requested_ = requested_start;
     throw;
   }
   tracker_ = tracker;

@@ -222,7 +222,7 @@ class Pool {
   bool stop_ = false;
 };
 
-// The paths matching a shell glob, sorted (glob sorts already; say so in code); none on no match.
+// The paths matching a shell glob in byte order (glob's own order follows the locale); none on no match.
 std::vector<std::string> glob_paths(const std::string& pattern) {
   glob_t g{};
   std::vector<std::string> paths;

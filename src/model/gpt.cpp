@@ -145,7 +145,7 @@ TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView&
   if (mixed())
     for (auto m : kStoredActivations)
       if (with_output || m != &LayerActivations::out) cast(layers_[i].*m, act.*m);
-  return act.out;
+  return with_output ? act.out : TensorView();
 }
 
 LayerActivations GptModel::layer_activations_f32(int64_t i, bool load) {

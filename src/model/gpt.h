@@ -68,7 +68,8 @@ class GptModel {
   const TensorParallel& tensor_parallel() const { return tp_; }
   int64_t micro_batch() const { return b_; }
   // Logits [rows, V_padded / t] of the last chunk of the last forward (all s·b rows, in [s, b] order,
-  // when head_chunk_tokens >= s·b and grad_scale was 0). For tests.
+  // when head_chunk_tokens >= s·b and grad_scale was 0); valid until the next forward() or
+  // backward(), since it shares memory with the layers' scratch. For tests.
   TensorView last_logits_chunk() const { return logits_chunk_; }
   // Bytes of saved activations (exact, as carved from the arena).
   size_t activation_bytes() const { return activations_->requested(); }
@@ -81,7 +82,8 @@ class GptModel {
   TensorView positions() const { return has_positions_ ? positions_ : TensorView(); }
   bool mixed() const { return config_.params_dtype != DType::f32; }
   // Layer i's forward from its f32 input; stores its activations and returns its f32 output
-  // (with_output = false: a rerun before the backward that stops short of fc2, see transformer_layer_fwd).
+  // (with_output = false: a rerun before the backward that stops short of fc2 and returns an empty
+  // view, see transformer_layer_fwd).
   TensorView layer_fwd(const GptTensors& w, int64_t i, const TensorView& x, bool with_output = true);
   // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
   LayerTensors layer_weights_f32(const GptTensors& w, int64_t i);

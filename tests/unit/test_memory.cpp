@@ -152,5 +152,23 @@ TEST(Arena, OverlayedAlternativesShareMemory) {
   EXPECT_EQ(real.used(), real.capacity());
 }
 
+// An alternative that overflows the arena leaves it (and its tracker) as before the overlay.
+TEST(Arena, FailedOverlayLeavesNoTrace) {
+  MemoryTracker tracker;
+  {
+    Arena a(cpu_backend(), MemCategory::workspace, 256, &tracker);
+    a.alloc(DType::u8, {64});
+    EXPECT_THROW(a.overlay({[&] {
+                   a.alloc(DType::u8, {64});
+                   a.alloc(DType::u8, {1000});
+                 }}),
+                 Error);
+    EXPECT_EQ(a.used(), 64u);
+    EXPECT_EQ(a.requested(), 64u);
+    EXPECT_EQ(tracker.current(MemCategory::workspace), 64u);
+  }
+  EXPECT_EQ(tracker.current(MemCategory::workspace), 0u);  // freed exactly what was counted
+}
+
 }  // namespace
 }  // namespace mt
