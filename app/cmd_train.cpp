@@ -69,6 +69,17 @@ ModelConfig model_config(const Options& o) {
     MT_CHECK(!o.has("--recompute-method")) << "--recompute-method applies to --recompute-granularity full only";
     if (granularity == "selective") c.recompute_granularity = RecomputeGranularity::selective;
   }
+  if (o.has("--recompute-modules")) {
+    MT_CHECK(granularity == "selective") << "--recompute-modules applies to --recompute-granularity selective only";
+    c.recompute_core_attn = false;
+    for (const std::string& module : o.list("--recompute-modules")) {
+      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp")
+          << "--recompute-modules " << module << ": this model has only core_attn, layernorm and mlp "
+          << "(moe_act, moe, shared_experts, mla_up_proj and the others need layers it does not have)";
+      if (module == "core_attn") c.recompute_core_attn = true;
+      if (module == "mlp") c.recompute_mlp = true;
+    }
+  }
   c.recompute_num_layers = o.integer("--recompute-num-layers");
   c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
   c.sequence_parallel = o.flag("--sequence-parallel");

@@ -28,10 +28,11 @@ namespace {
 
 const char* const kUsage =
     "usage: train_throughput [tiny|small|gpt2-124m|all] [--iters N] [--warmup N] [--recompute-block N]\n"
-    "                        [--peak-seconds S]\n"
+    "                        [--recompute-mlp] [--peak-seconds S]\n"
     "  --iters N            measured iterations (default 5); the figures are their median\n"
     "  --warmup N           unmeasured iterations first (default 2, at least 1: peak RSS is read after them)\n"
     "  --recompute-block N  full recomputation of the first N layers\n"
+    "  --recompute-mlp      selective recomputation of the MLP (fc1 rerun in the backward)\n"
     "  --peak-seconds S     length of each sustained sgemm measurement (default 1): one before the first\n"
     "                       measured step and one after each; every step's MFU is against the mean of the\n"
     "                       two around it, and the printed MFU is the median over the steps\n"
@@ -86,7 +87,12 @@ struct SgemmPeak {
   }
 };
 
-void run_config(const BenchConfig& bc, int warmup, int iters, int64_t recompute_layers, double peak_seconds) {
+struct Recompute {
+  int64_t block_layers = 0;  // --recompute-granularity full --recompute-method block --recompute-num-layers N
+  bool mlp = false;          // --recompute-granularity selective --recompute-modules mlp
+};
+
+void run_config(const BenchConfig& bc, int warmup, int iters, const Recompute& recompute, double peak_seconds) {
   mt::ModelConfig c;
   c.num_layers = bc.layers;
   c.hidden_size = bc.hidden;
@@ -95,10 +101,13 @@ void run_config(const BenchConfig& bc, int warmup, int iters, int64_t recompute_
   c.vocab_size = 50304;
   c.activation = mt::Activation::gelu_tanh;
   c.untie_embeddings_and_output_weights = true;
-  if (recompute_layers > 0) {
+  if (recompute.block_layers > 0) {
     c.recompute_granularity = mt::RecomputeGranularity::full;
     c.recompute_method = mt::RecomputeMethod::block;
-    c.recompute_num_layers = std::min(recompute_layers, bc.layers);
+    c.recompute_num_layers = std::min(recompute.block_layers, bc.layers);
+  } else if (recompute.mlp) {
+    c.recompute_granularity = mt::RecomputeGranularity::selective;
+    c.recompute_mlp = true;
   }
   c.finalize();
   mt::MemoryTracker memory;
@@ -168,12 +177,13 @@ int main(int argc, char** argv) {
   mt::retune_openblas_or_continue(argv);
   std::string which = "all";
   int iters = 5, warmup = 2;
-  int64_t recompute_layers = 0;
+  Recompute recompute;
   double peak_seconds = 1.0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--iters") && i + 1 < argc) iters = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--recompute-block") && i + 1 < argc) recompute_layers = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--recompute-block") && i + 1 < argc) recompute.block_layers = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--recompute-mlp")) recompute.mlp = true;
     else if (!std::strcmp(argv[i], "--peak-seconds") && i + 1 < argc) peak_seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
       std::printf("%s", kUsage);
@@ -183,10 +193,15 @@ int main(int argc, char** argv) {
   }
   warmup = std::max(warmup, 1);
   iters = std::max(iters, 1);
+  if (recompute.block_layers > 0 && recompute.mlp) {
+    std::fprintf(stderr, "--recompute-block and --recompute-mlp exclude each other (full vs selective)\n");
+    return 2;
+  }
   std::printf("train_throughput: OpenBLAS kernels %s, fp32, %d OpenMP threads, untied GPT-2 style (LayerNorm, GeLU-tanh, learned "
               "positions, biases, dropout 0.1), vocab 50304; %d warm-up + %d measured iterations; full recompute of "
-              "the first %lld layers; OMP_WAIT_POLICY=%s; sgemm peak: 2048^3, %.1f s sustained per sample\n",
-              openblas_get_corename(), omp_get_max_threads(), warmup, iters, static_cast<long long>(recompute_layers),
+              "the first %lld layers%s; OMP_WAIT_POLICY=%s; sgemm peak: 2048^3, %.1f s sustained per sample\n",
+              openblas_get_corename(), omp_get_max_threads(), warmup, iters, static_cast<long long>(recompute.block_layers),
+              recompute.mlp ? ", MLP recomputed" : "",
               std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "(unset)", peak_seconds);
   std::fflush(stdout);
   bool found = false;
@@ -195,7 +210,7 @@ int main(int argc, char** argv) {
     found = true;
     const pid_t pid = fork();
     if (pid == 0) {
-      run_config(bc, warmup, iters, recompute_layers, peak_seconds);
+      run_config(bc, warmup, iters, recompute, peak_seconds);
       _exit(0);
     }
     int status = 0;

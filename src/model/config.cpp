@@ -62,8 +62,11 @@ void ModelConfig::finalize() {
   MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
       << "--attention-dropout must be in [0, 1), got " << attention_dropout;
   MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
-  MT_CHECK(!(recompute_granularity == RecomputeGranularity::selective && attention_impl == AttentionImpl::unfused))
-      << "--recompute-granularity selective recomputes the attention probabilities, which contradicts "
+  MT_CHECK(!recompute_mlp || recompute_granularity == RecomputeGranularity::selective)
+      << "--recompute-modules applies to --recompute-granularity selective only";
+  MT_CHECK(!(recompute_granularity == RecomputeGranularity::selective && recompute_core_attn &&
+             attention_impl == AttentionImpl::unfused))
+      << "--recompute-granularity selective (module core_attn) recomputes the attention probabilities, which contradicts "
          "--attention-backend unfused (it stores them); drop one of the two";
   if (recompute_granularity == RecomputeGranularity::full) {
     MT_CHECK(recompute_num_layers >= 1) << "--recompute-num-layers must be at least 1, got " << recompute_num_layers;

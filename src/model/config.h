@@ -18,8 +18,9 @@ enum class Activation { gelu, gelu_tanh, swiglu };
 // the probabilities (--attention-backend flash | unfused).
 enum class AttentionImpl { flash, unfused };
 // Megatron's activation recomputation (--recompute-granularity, --recompute-method):
-// selective recomputes the attention core (probabilities) in the backward, which the flash path
-// always does; full keeps only the inputs of the chosen layers and reruns their forward.
+// selective recomputes the modules of --recompute-modules (default: the attention core, whose
+// probabilities the flash path never stores anyway); full keeps only the inputs of the chosen
+// layers and reruns their forward.
 enum class RecomputeGranularity { none, selective, full };
 // uniform: all layers, in groups of recompute_num_layers; block: the first recompute_num_layers.
 enum class RecomputeMethod { uniform, block };
@@ -53,6 +54,11 @@ struct ModelConfig {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int64_t recompute_num_layers = 1;     // --recompute-num-layers
+  // --recompute-modules, under selective granularity. The norm outputs ("layernorm") are always
+  // recomputed here. recompute_mlp drops fc1's output from the saved activations; the backward
+  // reruns fc1 (one GEMM, and under sequence parallelism its all-gather) from the remade norm output.
+  bool recompute_core_attn = true;
+  bool recompute_mlp = false;
   // Tensor parallelism: heads, query groups, the MLP and the vocabulary are split over this many
   // ranks; with sequence_parallel the norms, dropout and residual adds run on s/t tokens each.
   int64_t tensor_model_parallel_size = 1;  // --tensor-model-parallel-size

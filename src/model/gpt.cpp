@@ -115,7 +115,8 @@ void GptModel::carve(Arena& act, Arena& ws, int threads) {
       if (!(w.layers[0].*m).empty()) layer_w32_.*m = ws.alloc(DType::f32, (w.layers[0].*m).shape);
     // The f32 output goes to x32_ (ping-pong), never to this staging.
     for (auto m : kStoredActivations)
-      if (m != &LayerActivations::out) layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
+      if (m != &LayerActivations::out && (layers_[0].*m).ndim() > 0)  // a shape: measuring views have no data
+        layer_act32_.*m = ws.alloc(DType::f32, (layers_[0].*m).shape);
     vocab_w32_ = ws.alloc(DType::f32, {V, h});
     if (!w.position_embeddings.empty()) pos_w32_ = ws.alloc(DType::f32, w.position_embeddings.shape);
     final_w32_ = ws.alloc(DType::f32, {h});
@@ -144,7 +145,7 @@ TensorView GptModel::layer_fwd(const GptTensors& w, int64_t i, const TensorView&
   transformer_layer_fwd(layer_context(i), layer_weights_f32(w, i), x, act, scratch_, with_output);
   if (mixed())
     for (auto m : kStoredActivations)
-      if (with_output || m != &LayerActivations::out) cast(layers_[i].*m, act.*m);
+      if ((with_output || m != &LayerActivations::out) && !(layers_[i].*m).empty()) cast(layers_[i].*m, act.*m);
   return with_output ? act.out : TensorView();
 }
 

@@ -11,6 +11,7 @@ struct Setting {
   RecomputeGranularity granularity;
   RecomputeMethod method;
   int64_t num_layers;
+  bool mlp = false;  // --recompute-modules mlp (with selective)
 };
 
 ModelConfig config(DType dtype, const Setting& r) {
@@ -31,6 +32,7 @@ ModelConfig config(DType dtype, const Setting& r) {
   c.recompute_granularity = r.granularity;
   c.recompute_method = r.method;
   c.recompute_num_layers = r.num_layers;
+  c.recompute_mlp = r.mlp;
   c.finalize();
   return c;
 }
@@ -66,6 +68,7 @@ TEST(Recompute, EveryMethodGivesBitIdenticalGradients) {
       {RecomputeGranularity::full, RecomputeMethod::uniform, 5},  // one group of all layers
       {RecomputeGranularity::full, RecomputeMethod::block, 2},
       {RecomputeGranularity::selective, RecomputeMethod::uniform, 1},
+      {RecomputeGranularity::selective, RecomputeMethod::uniform, 1, /*mlp=*/true},
   };
   for (DType dtype : {DType::f32, DType::bf16}) {
     const Result base = run(dtype, none);
@@ -78,7 +81,7 @@ TEST(Recompute, EveryMethodGivesBitIdenticalGradients) {
                                              << static_cast<int>(s.method) << ", layers " << s.num_layers;
       // Saving needs groups smaller than the whole stack (a group's activations coexist in the
       // backward, as in Megatron).
-      if (s.granularity == RecomputeGranularity::full && s.num_layers < 3) {
+      if ((s.granularity == RecomputeGranularity::full && s.num_layers < 3) || s.mlp) {
         EXPECT_LT(r.activation_bytes, base.activation_bytes);
       }
     }
@@ -102,6 +105,10 @@ TEST(Recompute, SavedActivationsShrinkByTheRecomputedLayers) {
   EXPECT_EQ(bytes(RecomputeMethod::block, 2), base - L + O);          // 1 slot + 2 outputs, for 2 layers
   EXPECT_EQ(bytes(RecomputeMethod::uniform, 1), base - 2 * L + 2 * O);  // 1 slot + 3 outputs, for 3 layers
   EXPECT_EQ(bytes(RecomputeMethod::uniform, 3), base);                // one group: everything coexists
+  // --recompute-modules mlp: each layer drops exactly fc1's output.
+  const size_t fc1_bytes = static_cast<size_t>(c.seq_length * 2 * c.fc1_size() * 4);
+  const Setting mlp{RecomputeGranularity::selective, RecomputeMethod::uniform, 1, true};
+  EXPECT_EQ(run(DType::f32, mlp).activation_bytes, base - 3 * fc1_bytes);
 }
 
 TEST(Recompute, BadSettingsAreRejected) {

@@ -99,6 +99,20 @@ TEST(TpTrain, DocumentMasksMatchSingleRank) {
     most = std::max(most, std::fabs(a.iterations[i].loss - b.iterations[i].loss));
   EXPECT_GT(most, 1e-5);
 }
+// Recomputation reruns sharded GEMMs and their collectives in the backward (full: whole layers up
+// to fc1; selective mlp: fc1 and its sequence-parallel all-gather). On one rank it changes no bit
+// (tests/e2e/test_recompute.cpp), so matching the single-rank curve here covers both.
+TEST(TpTrain, RecomputationUnderSequenceParallelMatchesSingleRank) {
+  ModelConfig full = gpt2_style();
+  full.recompute_granularity = RecomputeGranularity::full;
+  full.recompute_method = RecomputeMethod::uniform;
+  full.recompute_num_layers = 1;
+  expect_same_curve(full, world().size(), true);
+  ModelConfig mlp = llama_style();
+  mlp.recompute_granularity = RecomputeGranularity::selective;
+  mlp.recompute_mlp = true;
+  expect_same_curve(mlp, world().size(), true);
+}
 // Data parallelism (plain gradient all-reduce): tp = 1, and tp = 2 beside it on 4 ranks.
 TEST(TpTrain, DataParallelMatchesSingleRank) {
   expect_same_curve(llama_style(), 1, false);

@@ -28,7 +28,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
       "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
-      "--recompute-method", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
+      "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
       "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
@@ -183,6 +183,16 @@ TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
   EXPECT_NE(error_with({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "2"})
                 .find("exceeds --num-layers"),
             std::string::npos);
+  EXPECT_NE(error_with({"--recompute-modules", "mlp"}).find("selective only"), std::string::npos);
+  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe_act"})
+                .find("--recompute-modules moe_act: this model has only core_attn, layernorm and mlp"),
+            std::string::npos);
+  // Without core_attn, selective recomputation and the unfused attention (which stores the
+  // probabilities) go together; with it they contradict each other.
+  const std::vector<std::string> unfused_mlp = {"--attention-backend", "unfused", "--recompute-granularity",
+                                                "selective", "--recompute-modules", "mlp"};
+  EXPECT_EQ(error_with(unfused_mlp), "");
+  EXPECT_NE(error_with(with(unfused_mlp, {"core_attn"})).find("drop one of the two"), std::string::npos);
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   act.residual1 = a.alloc(dtype, {Nl, h});
   if (layernorm(c)) act.norm2_mean = a.alloc(DType::f32, {Nl});
   act.norm2_rstd = a.alloc(DType::f32, {Nl});
-  act.fc1_out = a.alloc(dtype, {N, c.fc1_size()});
+  if (!c.recompute_mlp) act.fc1_out = a.alloc(dtype, {N, c.fc1_size()});
   act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
   if (with_output) act.out = a.alloc(dtype, {Nl, h});
   return act;
@@ -81,6 +81,7 @@ LayerScratch alloc_layer_scratch(Arena& a, const ModelConfig& c, LayerShape shap
   sc.norm1_out = a.alloc(DType::f32, {Nl, h});
   sc.norm2_out = a.alloc(DType::f32, {Nl, h});
   sc.act_out = a.alloc(DType::f32, {N, c.ffn_hidden_size});
+  if (c.recompute_mlp) sc.fc1_out = a.alloc(DType::f32, {N, c.fc1_size()});
   sc.qkv = a.alloc(DType::f32, {N, c.qkv_size()});
   sc.dense = a.alloc(DType::f32, {Nl, h});
   sc.dnorm = a.alloc(DType::f32, {Nl, h});
@@ -123,11 +124,12 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerTensors& w, const
   // MLP block.
   norm_fwd(c, sc.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
   round(sc.norm2_out);
-  column_parallel_linear_fwd(ctx.tp, act.fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias, sc.sp_gathered);
-  round(act.fc1_out);
+  const TensorView fc1_out = c.recompute_mlp ? sc.fc1_out : act.fc1_out;
+  column_parallel_linear_fwd(ctx.tp, fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias, sc.sp_gathered);
+  round(fc1_out);
   const RngStream mlp_dropout = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output");
   if (!with_output) return dropout_mask(act.mlp_drop_mask, hidden_dropout(ctx), mlp_dropout, residual_offset(ctx));
-  mlp_activation_fwd(c, sc.act_out, act.fc1_out);
+  mlp_activation_fwd(c, sc.act_out, fc1_out);
   round(sc.act_out);
   row_parallel_linear_fwd(ctx.tp, sc.dense, sc.act_out, w.fc2_weight, w.fc2_bias, sc.sp_partial);
   round(sc.dense);
@@ -149,7 +151,12 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
   round(sc.norm1_out);
   norm_fwd(c, sc.norm2_out, act.norm2_mean, act.norm2_rstd, act.residual1, w.mlp_norm_weight, w.mlp_norm_bias);
   round(sc.norm2_out);
-  mlp_activation_fwd(c, sc.act_out, act.fc1_out);
+  const TensorView fc1_out = c.recompute_mlp ? sc.fc1_out : act.fc1_out;
+  if (c.recompute_mlp) {
+    column_parallel_linear_fwd(ctx.tp, fc1_out, sc.norm2_out, w.fc1_weight, w.fc1_bias, sc.sp_gathered);
+    round(fc1_out);
+  }
+  mlp_activation_fwd(c, sc.act_out, fc1_out);
   round(sc.act_out);
   // MLP block. dx holds d(out); the residual passes it to d(residual1) unchanged, and the norm
   // backward below adds the branch's contribution into the same buffer.
@@ -160,7 +167,7 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerTensors& w, const
                           sc.sp_gathered);
   round(sc.dact);
   zero(sc.dfc1);
-  mlp_activation_bwd(c, sc.dfc1, sc.dact, act.fc1_out);
+  mlp_activation_bwd(c, sc.dfc1, sc.dact, fc1_out);
   round(sc.dfc1);
   column_parallel_linear_bwd(ctx.tp, sc.dnorm, g.fc1_weight, g.fc1_bias, sc.dfc1, sc.norm2_out, w.fc1_weight,
                              sc.sp_gathered, sc.sp_partial);

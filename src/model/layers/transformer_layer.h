@@ -36,7 +36,7 @@ struct LayerActivations {
   TensorView residual1;       // [Nl, h]  a
   TensorView norm2_mean;      // [Nl]  (LayerNorm only)
   TensorView norm2_rstd;      // [Nl]
-  TensorView fc1_out;         // [N, ffn or 2·ffn]
+  TensorView fc1_out;         // [N, ffn or 2·ffn]  (empty under --recompute-modules mlp)
   TensorView mlp_drop_mask;   // [Nl, h] u8
   TensorView out;             // [Nl, h]  the layer output (next layer's input)
 };
@@ -52,6 +52,7 @@ struct LayerScratch {
   TensorView norm1_out;  // [Nl, h]           norm outputs and the MLP activation output, made in
   TensorView norm2_out;  // [Nl, h]           the forward and remade in the backward
   TensorView act_out;    // [N, ffn]
+  TensorView fc1_out;    // [N, ffn or 2·ffn]    under --recompute-modules mlp only: fc1's output, remade in the backward
   TensorView qkv;        // [N, (n + 2g)·d]   forward: linear_qkv output; backward: dqkv
   TensorView dense;      // [Nl, h]           forward: proj / fc2 output; backward: their grads
   TensorView dnorm;      // [Nl, h]           grad of a norm output
