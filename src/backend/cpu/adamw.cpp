@@ -84,7 +84,6 @@ inline void adamw_blocks(const AdamWTensor& t, const AdamWConsts& k, int64_t blk
 
 int64_t blocks_of(int64_t n) { return (n + kBlock - 1) / kBlock; }
 
-
 // Σ fl(x[i]·unscale)² over [begin, end), the simd reduction of cpu::sum_squares_range.
 inline double unscaled_sum_squares_range(const float* x, float unscale, int64_t begin, int64_t end) {
   double acc = 0.0;
@@ -96,11 +95,21 @@ inline double unscaled_sum_squares_range(const float* x, float unscale, int64_t 
   return acc;
 }
 
-// This thread's contiguous share [lo, hi) of `total` work items.
-inline void thread_share(int64_t total, int64_t& lo, int64_t& hi) {
+// Inside a parallel region: the items of all tensors laid end to end (tensor k owns items_of(k)
+// of them, `total` in all), split into one contiguous, equal share per thread. Calls
+// body(k, first, begin, end) for each tensor k the calling thread's share touches: first is the
+// global index of tensor k's first item, [begin, end) the share's part of tensor k in local indices.
+template <class ItemsOf, class Body>
+inline void for_thread_share(size_t tensors, int64_t total, ItemsOf items_of, Body body) {
   const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-  lo = total * t / threads;
-  hi = total * (t + 1) / threads;
+  const int64_t lo = total * t / threads, hi = total * (t + 1) / threads;
+  int64_t first = 0;
+  for (size_t k = 0; k < tensors && first < hi; ++k) {
+    const int64_t items = items_of(k);
+    const int64_t begin = std::max(lo, first) - first, end = std::min(hi, first + items) - first;
+    if (begin < end) body(k, first, begin, end);
+    first += items;
+  }
 }
 
 }  // namespace
@@ -115,21 +124,13 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
 }
 
 void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params) {
+  const auto blocks = [&](size_t k) { return blocks_of(tensors[k].param.numel()); };
   int64_t total = 0;
-  for (const AdamWTensor& t : tensors) total += blocks_of(t.param.numel());
+  for (size_t k = 0; k < tensors.size(); ++k) total += blocks(k);
 #pragma omp parallel
-  {
-    int64_t lo, hi;
-    thread_share(total, lo, hi);
-    int64_t first = 0;  // global index of this tensor's first block
-    for (const AdamWTensor& t : tensors) {
-      const int64_t nb = blocks_of(t.param.numel());
-      const int64_t b0 = std::max(lo, first) - first, b1 = std::min(hi, first + nb) - first;
-      if (b0 < b1) adamw_blocks(t, adamw_consts(params, t.weight_decay), b0, b1);
-      first += nb;
-      if (first >= hi) break;
-    }
-  }
+  for_thread_share(tensors.size(), total, blocks, [&](size_t k, int64_t, int64_t b0, int64_t b1) {
+    adamw_blocks(tensors[k], adamw_consts(params, tensors[k].weight_decay), b0, b1);
+  });
 }
 
 
@@ -149,22 +150,16 @@ double unscaled_sum_squares(const TensorView& grad, float unscale) {
 
 void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale, std::span<double> scratch,
                                 std::span<double> sums) {
+  const auto chunks_of = [&](size_t k) { return sum_squares_chunks(grads[k].numel()); };
   int64_t total = 0;
-  for (const TensorView& g : grads) total += sum_squares_chunks(g.numel());
+  for (size_t k = 0; k < grads.size(); ++k) total += chunks_of(k);
   double* partial = scratch.data();
 #pragma omp parallel
-  {
-    int64_t lo, hi;
-    thread_share(total, lo, hi);
-    int64_t first = 0;  // global index of this tensor's first chunk
-    for (const TensorView& g : grads) {
-      const int64_t n = g.numel(), chunks = sum_squares_chunks(n), chunk = sum_squares_chunk_size(n, std::max<int64_t>(chunks, 1));
-      for (int64_t c = std::max(lo, first) - first; c < std::min(hi, first + chunks) - first; ++c)
-        partial[first + c] = unscaled_sum_squares_range(g.f32(), unscale, c * chunk, std::min(n, (c + 1) * chunk));
-      first += chunks;
-      if (first >= hi) break;
-    }
-  }
+  for_thread_share(grads.size(), total, chunks_of, [&](size_t k, int64_t first, int64_t c0, int64_t c1) {
+    const int64_t n = grads[k].numel(), chunk = sum_squares_chunk_size(n, chunks_of(k));
+    for (int64_t c = c0; c < c1; ++c)
+      partial[first + c] = unscaled_sum_squares_range(grads[k].f32(), unscale, c * chunk, std::min(n, (c + 1) * chunk));
+  });
   // Each tensor's chunks folded in order, as the single-tensor form does.
   int64_t first = 0;
   for (size_t k = 0; k < grads.size(); ++k) {
