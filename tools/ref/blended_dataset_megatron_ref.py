@@ -12,47 +12,18 @@ Run:
   /usr/bin/python3 tools/ref/blended_dataset_megatron_ref.py /tmp/mlm
 """
 import os
-import sys
 import tempfile
-import types
 
 import numpy
 import torch
 
-MEGATRON = sys.argv[1] if len(sys.argv) > 1 else "/tmp/mlm"
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden")
-sys.path.insert(0, MEGATRON)
-
-
-def stub_module(name, path=None):
-    module = types.ModuleType(name)
-    if path:
-        module.__path__ = [path]
-    sys.modules[name] = module
-    return module
-
-
-class _NoMultiStorageClient:
-    @staticmethod
-    def is_enabled():
-        return False
-
-
-stub_module("megatron", os.path.join(MEGATRON, "megatron"))
-stub_module("megatron.core", os.path.join(MEGATRON, "megatron", "core"))
-stub_module("megatron.core.utils").log_single_rank = lambda logger, level, *args, **kwargs: None
-stub_module("megatron.core.safe_globals").safe_numpy_load = numpy.load
-msc = stub_module("megatron.core.msc_utils")
-msc.MultiStorageClientFeature = _NoMultiStorageClient
-msc.maybe_msc = types.SimpleNamespace(open=open)
-stub_module("megatron.core.tokenizers").MegatronTokenizerBase = object
-
-from megatron.core.datasets import helpers  # noqa: E402
-from megatron.core.datasets.blended_megatron_dataset_builder import (  # noqa: E402
+from megatron_env import GOLDEN  # first: sets up the Megatron imports below
+from megatron.core.datasets import helpers
+from megatron.core.datasets.blended_megatron_dataset_builder import (
     BlendedMegatronDatasetBuilder, _get_size_per_split_per_dataset)
-from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig  # noqa: E402
-from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder  # noqa: E402
-from megatron.core.datasets.utils import get_blend_from_list, normalize  # noqa: E402
+from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
+from megatron.core.datasets.utils import get_blend_from_list, normalize
 
 EOD = 499
 

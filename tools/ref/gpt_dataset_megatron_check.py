@@ -12,52 +12,19 @@ Setup (once): a Megatron-LM checkout with its helpers.cpp compiled in place, e.g
 Run:
   /usr/bin/python3 tools/ref/gpt_dataset_megatron_check.py /tmp/mlm
 """
+import importlib.util
 import os
-import sys
-import types
 
 import numpy
 
-MEGATRON = sys.argv[1] if len(sys.argv) > 1 else "/tmp/mlm"
-sys.path.insert(0, MEGATRON)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-
-def stub_module(name, path=None):
-    """Registers an empty module (a package when `path` is given) without running its __init__."""
-    module = types.ModuleType(name)
-    if path:
-        module.__path__ = [path]
-    sys.modules[name] = module
-    return module
-
-
-class _NoMultiStorageClient:
-    @staticmethod
-    def is_enabled():
-        return False
-
-
-# megatron/__init__.py and megatron/core/__init__.py pull in most of Megatron (and packages Debian
-# lacks); the datasets need only these few names.
-stub_module("megatron", os.path.join(MEGATRON, "megatron"))
-stub_module("megatron.core", os.path.join(MEGATRON, "megatron", "core"))
-stub_module("megatron.core.utils").log_single_rank = lambda logger, level, *args, **kwargs: None
-stub_module("megatron.core.safe_globals").safe_numpy_load = numpy.load
-msc = stub_module("megatron.core.msc_utils")
-msc.MultiStorageClientFeature = _NoMultiStorageClient
-msc.maybe_msc = lambda *args, **kwargs: None
-stub_module("megatron.core.tokenizers").MegatronTokenizerBase = object
-
-import importlib.util  # noqa: E402
-
-from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder  # noqa: E402
-from megatron.core.datasets.blended_megatron_dataset_config import (  # noqa: E402
+from megatron_env import MEGATRON  # first: sets up the Megatron imports below
+from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+from megatron.core.datasets.blended_megatron_dataset_config import (
     convert_split_vector_to_split_matrix, parse_and_normalize_split)
-from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig, MockGPTDataset  # noqa: E402
-from megatron.core.datasets.utils import Split  # noqa: E402
+from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig, MockGPTDataset
+from megatron.core.datasets.utils import Split
 
-import gpt_dataset_ref as ref  # noqa: E402
+import gpt_dataset_ref as ref
 
 
 def load_null_tokenizer_class():

@@ -27,36 +27,11 @@ import os
 import shutil
 import sys
 import tempfile
-import types
 
 import numpy
 import torch
 
-MEGATRON = sys.argv[1] if len(sys.argv) > 1 else "/tmp/mlm"
-GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "golden")
-sys.path.insert(0, MEGATRON)
-
-
-def stub_module(name, path=None):
-    module = types.ModuleType(name)
-    if path:
-        module.__path__ = [path]
-    sys.modules[name] = module
-    return module
-
-
-class _NoMultiStorageClient:
-    @staticmethod
-    def is_enabled():
-        return False
-
-
-stub_module("megatron", os.path.join(MEGATRON, "megatron"))
-stub_module("megatron.core", os.path.join(MEGATRON, "megatron", "core"))
-stub_module("megatron.core.utils").log_single_rank = lambda logger, level, *args, **kwargs: None
-msc = stub_module("megatron.core.msc_utils")
-msc.MultiStorageClientFeature = _NoMultiStorageClient
-msc.maybe_msc = types.SimpleNamespace(open=open)
+from megatron_env import GOLDEN, MEGATRON, stub_module
 
 
 class NullTokenizer:
@@ -70,7 +45,6 @@ class NullTokenizer:
         return [int(x) for x in text.split()]
 
 
-stub_module("megatron.core.tokenizers", os.path.join(MEGATRON, "megatron", "core", "tokenizers"))
 stub_module("megatron.core.tokenizers.utils")
 stub_module("megatron.core.tokenizers.utils.build_tokenizer").build_tokenizer = \
     lambda args: NullTokenizer(args.vocab_size)
