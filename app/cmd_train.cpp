@@ -14,7 +14,6 @@
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
-#include "parallel/grid.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -176,9 +175,7 @@ void check_data_options(const Options& o) {
 // --data-path & co: the splits sized for this run (which needs the data-parallel size).
 TrainData real_train_data(const Options& o, const ModelConfig& model, const TrainConfig& train, const Tokenizer& tok,
                           Communicator* world) {
-  TrainConfig sized = train;
-  sized.data_parallel_size = ParallelGrid(train_grid_config(model, train, world ? world->size() : 1)).dp();
-  sized.finalize();
+  const std::array<int64_t, 3> sizes = train_dataset_sizes(model, train, world ? world->size() : 1);
   GptDataConfig c;
   if (o.has("--data-path")) c.blend = parse_blend(o.list("--data-path"), "--data-path");
   const char* per_split[3] = {"--train-data-path", "--valid-data-path", "--test-data-path"};
@@ -187,20 +184,20 @@ TrainData real_train_data(const Options& o, const ModelConfig& model, const Trai
   if (o.has("--split")) c.split = o.text("--split");
   if (o.has("--data-cache-path")) c.cache_path = o.text("--data-cache-path");
   c.gpt.sequence_length = model.seq_length;
-  MT_CHECK(sized.seed <= 0xffffffffull) << "--seed " << sized.seed << " is too large: the data shuffle takes a 32-bit seed";
-  c.gpt.random_seed = static_cast<uint32_t>(sized.seed);
-  c.gpt.eod_mask_loss = sized.eod_mask_loss;
-  c.gpt.reset_position_ids = sized.reset_position_ids;
-  c.gpt.reset_attention_mask = sized.reset_attention_mask;
+  MT_CHECK(train.seed <= 0xffffffffull) << "--seed " << train.seed << " is too large: the data shuffle takes a 32-bit seed";
+  c.gpt.random_seed = static_cast<uint32_t>(train.seed);
+  c.gpt.eod_mask_loss = train.eod_mask_loss;
+  c.gpt.reset_position_ids = train.reset_position_ids;
+  c.gpt.reset_attention_mask = train.reset_attention_mask;
   c.gpt.eod_token = tok.eod();
   c.gpt.pad_token = tok.pad().value_or(-1);
-  if (world == nullptr || world->size() == 1) return build_gpt_train_data(c, sized.dataset_sizes());
+  if (world == nullptr || world->size() == 1) return build_gpt_train_data(c, sizes);
   // Megatron's protocol: rank 0 builds the indices and writes the cache, the others then load it
   // (an error on rank 0 aborts the whole job, so nobody waits at the barrier forever).
   std::optional<TrainData> data;
-  if (world->rank() == 0) data = build_gpt_train_data(c, sized.dataset_sizes());
+  if (world->rank() == 0) data = build_gpt_train_data(c, sizes);
   world->barrier();
-  if (world->rank() != 0) data = build_gpt_train_data(c, sized.dataset_sizes());
+  if (world->rank() != 0) data = build_gpt_train_data(c, sizes);
   return std::move(*data);
 }
 

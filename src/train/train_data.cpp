@@ -40,20 +40,6 @@ SampleRows basic_rows(int32_t* tokens, int32_t* labels, float* loss_mask) {
 }
 }  // namespace
 
-GptSampleSource::GptSampleSource(GptDataset dataset) : dataset_(std::move(dataset)) {}
-
-void GptSampleSource::read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const {
-  write_sample(dataset_.get_sample(index), index, basic_rows(tokens, labels, loss_mask));
-}
-
-SampleExtras GptSampleSource::extras() const {
-  return {dataset_.config().reset_position_ids, dataset_.config().reset_attention_mask};
-}
-
-void GptSampleSource::read_rows(int64_t index, const SampleRows& rows) const {
-  write_sample(dataset_.get_sample(index), index, rows);
-}
-
 DatasetSampleSource::DatasetSampleSource(std::shared_ptr<const GptSampleDataset> dataset, SampleExtras extras)
     : dataset_(std::move(dataset)), extras_(extras) {
   MT_CHECK(dataset_ != nullptr) << "DatasetSampleSource needs a dataset";
@@ -104,7 +90,9 @@ TrainData build_mock_train_data(int64_t vocab_size, int64_t sequence_length, uin
   TrainData data;
   std::shared_ptr<const SampleSource>* out[3] = {&data.train, &data.valid, &data.test};
   for (int i = 0; i < 3; ++i)
-    if (sizes[i] > 0 && splits[i]) *out[i] = std::make_shared<GptSampleSource>(std::move(*splits[i]));
+    if (sizes[i] > 0 && splits[i])
+      *out[i] = std::make_shared<DatasetSampleSource>(
+          std::make_shared<SingleGptDataset>(std::make_shared<const GptDataset>(std::move(*splits[i]))), extras);
   return data;
 }
 

@@ -48,22 +48,8 @@ class SampleSource {
   }
 };
 
-// A Megatron GPTDataset split (tokens = text[:-1], labels = text[1:], loss mask from pad/EOD).
-class GptSampleSource : public SampleSource {
- public:
-  explicit GptSampleSource(GptDataset dataset);
-  int64_t size() const override { return dataset_.size(); }
-  int64_t sequence_length() const override { return dataset_.config().sequence_length; }
-  void read(int64_t index, int32_t* tokens, int32_t* labels, float* loss_mask) const override;
-  SampleExtras extras() const override;
-  void read_rows(int64_t index, const SampleRows& rows) const override;
-  const GptDataset& dataset() const { return dataset_; }
-
- private:
-  GptDataset dataset_;
-};
-
-// A split read from .bin/.idx files: a GptDataset or a blend of several (data/blended_dataset.h).
+// A Megatron GPTDataset split (tokens = text[:-1], labels = text[1:], loss mask from pad/EOD):
+// one GptDataset (mock or read from .bin/.idx files) or a blend of several (data/blended_dataset.h).
 class DatasetSampleSource : public SampleSource {
  public:
   // extras: what the datasets' config asks for (--reset-position-ids / --reset-attention-mask).

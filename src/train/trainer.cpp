@@ -59,6 +59,10 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   return g;
 }
 
+std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const TrainConfig& train, int world_size) {
+  return finalized(train, ParallelGrid(train_grid_config(model, train, world_size)), 0).dataset_sizes();
+}
+
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world)
     : Trainer(
           model, train,

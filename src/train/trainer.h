@@ -21,6 +21,7 @@
 // per-token total is all-reduced before the first forward.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,10 @@ struct ForwardBackwardResult {
 // The grid a run lays its world_size ranks out on: tp from the model config, the rank order from
 // --use-tp-pp-dp-mapping; data parallelism takes the rest.
 GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size);
+
+// The samples each split needs (TrainConfig::dataset_sizes) for a run of world_size ranks, whose
+// grid decides the data-parallel size they depend on.
+std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const TrainConfig& train, int world_size);
 
 class Trainer {
  public:
