@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/rng.h"
+#include "model/config.h"
 #include "tensor/tensor.h"
 
 namespace mt::test {
@@ -107,6 +108,37 @@ inline double weighted_sum(const float* out, const float* w, int64_t n) {
   double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += static_cast<double>(out[i]) * w[i];
   return s;
+}
+
+// A tiny GPT-2 style (LayerNorm, GELU, learned positions) or Llama style (RMSNorm, SwiGLU, RoPE,
+// grouped queries, no biases, untied output) model with dropout on and a large init std, so that
+// every path carries gradient: for whole-model gradient checks.
+inline ModelConfig tiny_gpt(bool llama, int64_t seq_length, AttentionImpl impl = AttentionImpl::flash) {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.hidden_size = 24;
+  c.num_attention_heads = 4;
+  c.seq_length = seq_length;
+  c.vocab_size = 37;
+  c.make_vocab_size_divisible_by = 8;
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  c.init_method_std = 0.2f;
+  c.attention_impl = impl;
+  if (llama) {
+    c.num_query_groups = 2;
+    c.normalization = Normalization::rmsnorm;
+    c.activation = Activation::swiglu;
+    c.ffn_hidden_size = 40;
+    c.position_embedding_type = PositionEmbedding::rope;
+    c.add_bias_linear = false;
+    c.untie_embeddings_and_output_weights = true;
+  } else {
+    c.activation = Activation::gelu;
+    c.ffn_hidden_size = 48;
+  }
+  c.finalize();
+  return c;
 }
 
 }  // namespace mt::test

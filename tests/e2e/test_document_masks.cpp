@@ -18,33 +18,7 @@ namespace {
 
 using test::HostTensor;
 
-ModelConfig tiny(bool llama, AttentionImpl impl = AttentionImpl::flash) {
-  ModelConfig c;
-  c.num_layers = 2;
-  c.hidden_size = 24;
-  c.num_attention_heads = 4;
-  c.seq_length = 11;
-  c.vocab_size = 37;
-  c.make_vocab_size_divisible_by = 8;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
-  c.init_method_std = 0.2f;
-  c.attention_impl = impl;
-  if (llama) {
-    c.num_query_groups = 2;
-    c.normalization = Normalization::rmsnorm;
-    c.activation = Activation::swiglu;
-    c.ffn_hidden_size = 40;
-    c.position_embedding_type = PositionEmbedding::rope;
-    c.add_bias_linear = false;
-    c.untie_embeddings_and_output_weights = true;
-  } else {
-    c.activation = Activation::gelu;
-    c.ffn_hidden_size = 48;
-  }
-  c.finalize();
-  return c;
-}
+ModelConfig tiny(bool llama, AttentionImpl impl = AttentionImpl::flash) { return test::tiny_gpt(llama, 11, impl); }
 
 std::string name(bool llama, AttentionImpl impl) {
   return std::string(llama ? "llama" : "gpt2") + (impl == AttentionImpl::flash ? " flash" : " unfused");
