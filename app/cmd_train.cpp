@@ -235,8 +235,10 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   };
   if (!data && options.has("--split") && options.text("--split") != "1,1,1")
     print("note: --split " + options.text("--split") + " is ignored: mock data always uses the split 1,1,1 (as Megatron)");
-  std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), world)
-                                        : std::make_unique<Trainer>(model, train, world);
+  // The app decides where the run lives: the host backend (the CUDA backend joins here).
+  const RunContext context{world, &cpu_backend()};
+  std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)
+                                        : std::make_unique<Trainer>(model, train, context);
   Trainer& trainer = *owned;
   const ProcessGroups& g = trainer.groups();
   print("model: " + trainer.model().config().summary());

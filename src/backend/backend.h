@@ -21,6 +21,8 @@ class Backend {
   virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Threads one kernel may use (workspaces that hold per-thread scratch are sized for it).
+  virtual int max_threads() const { return 1; }
 };
 
 // The process-wide CPU backend (stateless, so sharing it keeps invariant 8).

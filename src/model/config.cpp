@@ -78,15 +78,11 @@ void ModelConfig::finalize() {
       << "parameters can be f32, bf16 (--bf16) or f16 (--fp16), not " << dtype_name(params_dtype);
 }
 
-int64_t ModelConfig::recompute_group_first(int64_t layer) const {
-  if (recompute_granularity != RecomputeGranularity::full) return -1;
-  if (recompute_method == RecomputeMethod::block) return layer < recompute_num_layers ? layer : -1;
-  return layer / recompute_num_layers * recompute_num_layers;
-}
-
-int64_t ModelConfig::recompute_group_size(int64_t first) const {
-  if (recompute_method == RecomputeMethod::block) return 1;
-  return std::min(recompute_num_layers, num_layers - first);
+void StageRange::validate(const ModelConfig& c) const {
+  MT_CHECK(first_layer >= 0 && first_layer <= last_layer && last_layer <= c.num_layers)
+      << "a stage's layers [" << first_layer << ", " << last_layer << ") must lie within the model's "
+      << c.num_layers << " layers";
+  MT_CHECK(num_layers() > 0 || embedding || head) << "a stage holds no layer, no embedding and no output layer";
 }
 
 ModelConfig ModelConfig::tp_local() const {

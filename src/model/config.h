@@ -22,8 +22,11 @@ enum class AttentionImpl { flash, unfused };
 // probabilities the flash path never stores anyway); full keeps only the inputs of the chosen
 // layers and reruns their forward.
 enum class RecomputeGranularity { none, selective, full };
-// uniform: all layers, in groups of recompute_num_layers; block: the first recompute_num_layers.
+// uniform: all layers, in groups of recompute_num_layers; block: the first recompute_num_layers
+// (of each stage, as Megatron applies the method to each pipeline chunk's own layers).
 enum class RecomputeMethod { uniform, block };
+// The MLP block of a transformer layer: dense (Megatron's MLP). MoE joins here.
+enum class MlpKind { dense };
 
 struct ModelConfig {
   int64_t num_layers = 2;               // --num-layers
@@ -79,12 +82,25 @@ struct ModelConfig {
   // The shape one tensor-parallel rank computes: heads, query groups and the MLP width divided by
   // tp (the layer code runs on this config); hidden size, head dimension and the rest unchanged.
   ModelConfig tp_local() const;
-  // Full recomputation: the first layer of the group that layer i is recomputed with, or -1 when
-  // layer i keeps its activations. Groups are [first, first + recompute_group_size(first)).
-  int64_t recompute_group_first(int64_t layer) const;
-  int64_t recompute_group_size(int64_t first) const;
+  // The MLP block kind of global layer `layer`.
+  MlpKind mlp_kind(int64_t layer) const { return MlpKind::dense; }
 
   std::string summary() const;
+};
+
+// The part of the model one Stage holds: the global layers [first_layer, last_layer), plus the
+// embedding on the first pipeline stage (Megatron's pre_process) and the final norm, output
+// layer and loss on the last (post_process). Names, init and dropout stay keyed by global layer.
+struct StageRange {
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  bool embedding = true;
+  bool head = true;
+
+  static StageRange whole(const ModelConfig& c) { return {0, c.num_layers, true, true}; }
+  int64_t num_layers() const { return last_layer - first_layer; }
+  // Throws mt::Error unless the range lies within the model's layers.
+  void validate(const ModelConfig& c) const;
 };
 
 }  // namespace mt

@@ -14,9 +14,12 @@ struct ParamSpec {
   InitKind init;
   ShardSpec shard;
   bool sequence_parallel = false;
+  bool shared_embedding = false;
 };
 
-std::vector<ParamSpec> param_specs(const ModelConfig& c) {
+std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
+
+std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range) {
   const int64_t h = c.hidden_size, v = c.padded_vocab_size();
   const bool layernorm = c.normalization == Normalization::layernorm;
   std::vector<ParamSpec> specs;
@@ -40,10 +43,13 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c) {
     if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros, whole);
   };
 
-  add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
-  if (c.has_position_table()) add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, InitKind::normal);
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = "decoder.layers." + std::to_string(i) + ".";
+  if (range.embedding) {
+    add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
+    if (c.has_position_table())
+      add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, InitKind::normal);
+  }
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
+    const std::string p = layer_prefix(i);
     add_norm(p + "input_layernorm");
     // The fused QKV rows are grouped by query group, so t contiguous row blocks give each rank
     // g/t whole groups with their query heads.
@@ -54,8 +60,16 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c) {
                         c.activation == Activation::swiglu ? 2 : 1);
     add_row_parallel(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
   }
+  if (!range.head) return specs;
   add_norm("decoder.final_layernorm");
-  if (c.untie_embeddings_and_output_weights) add("output_layer.weight", {v, h}, InitKind::normal, rows);
+  if (c.untie_embeddings_and_output_weights) {
+    add("output_layer.weight", {v, h}, InitKind::normal, rows);
+  } else if (!range.embedding) {
+    // The tied output layer on a stage without the embedding: a copy under the embedding's name,
+    // so it is initialised identically.
+    add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
+    specs.back().shared_embedding = true;
+  }
   return specs;
 }
 
@@ -67,10 +81,15 @@ bool is_decayed(const ParamSpec& spec) {
 }  // namespace
 
 ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank)
-    : config_(config), backend_(backend), tp_rank_(tp_rank) {
+    : ParamStore(config, StageRange::whole(config), backend, tracker, tp_rank) {}
+
+ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker,
+                       int tp_rank)
+    : config_(config), range_(range), backend_(backend), tp_rank_(tp_rank) {
   const int t = static_cast<int>(config_.tensor_model_parallel_size);
   MT_CHECK(tp_rank >= 0 && tp_rank < t) << "tensor-parallel rank " << tp_rank << " out of [0, " << t << ")";
-  std::vector<ParamSpec> specs = param_specs(config_);
+  range_.validate(config_);
+  std::vector<ParamSpec> specs = param_specs(config_, range_);
   Arena measure_values(MemCategory::weights), measure_grads(MemCategory::grads);
   for (const ParamSpec& s : specs) {
     measure_values.alloc(config_.params_dtype, shard_shape(s.shape, s.shard, t));
@@ -81,7 +100,7 @@ ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracke
   for (const ParamSpec& s : specs) {
     const Shape local = shard_shape(s.shape, s.shard, t);
     params_.push_back({s.name, value_arena_->alloc(config_.params_dtype, local), grad_arena_->alloc(DType::f32, local),
-                       s.init, is_decayed(s), s.shape, s.shard, s.sequence_parallel && t > 1});
+                       s.init, is_decayed(s), s.shape, s.shard, s.sequence_parallel && t > 1, s.shared_embedding});
   }
   value_arena_->zero_used();
   grad_arena_->zero_used();
@@ -153,26 +172,23 @@ GptTensors ParamStore::collect(bool grads) const {
   GptTensors t;
   t.word_embeddings = find("embedding.word_embeddings.weight");
   t.position_embeddings = find("embedding.position_embeddings.weight");
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    const std::string p = "decoder.layers." + std::to_string(i) + ".";
-    LayerTensors l;
-    l.input_norm_weight = find(p + "input_layernorm.weight");
-    l.input_norm_bias = find(p + "input_layernorm.bias");
-    l.qkv_weight = find(p + "self_attention.linear_qkv.weight");
-    l.qkv_bias = find(p + "self_attention.linear_qkv.bias");
-    l.proj_weight = find(p + "self_attention.linear_proj.weight");
-    l.proj_bias = find(p + "self_attention.linear_proj.bias");
-    l.mlp_norm_weight = find(p + "pre_mlp_layernorm.weight");
-    l.mlp_norm_bias = find(p + "pre_mlp_layernorm.bias");
-    l.fc1_weight = find(p + "mlp.linear_fc1.weight");
-    l.fc1_bias = find(p + "mlp.linear_fc1.bias");
-    l.fc2_weight = find(p + "mlp.linear_fc2.weight");
-    l.fc2_bias = find(p + "mlp.linear_fc2.bias");
+  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i) {
+    const std::string p = layer_prefix(i);
+    LayerWeights l;
+    l.input_norm = {find(p + "input_layernorm.weight"), find(p + "input_layernorm.bias")};
+    l.attention = {find(p + "self_attention.linear_qkv.weight"), find(p + "self_attention.linear_qkv.bias"),
+                   find(p + "self_attention.linear_proj.weight"), find(p + "self_attention.linear_proj.bias")};
+    l.mlp_norm = {find(p + "pre_mlp_layernorm.weight"), find(p + "pre_mlp_layernorm.bias")};
+    l.mlp = {find(p + "mlp.linear_fc1.weight"), find(p + "mlp.linear_fc1.bias"), find(p + "mlp.linear_fc2.weight"),
+             find(p + "mlp.linear_fc2.bias")};
     t.layers.push_back(l);
   }
   t.final_norm_weight = find("decoder.final_layernorm.weight");
   t.final_norm_bias = find("decoder.final_layernorm.bias");
-  t.output_weight = config_.untie_embeddings_and_output_weights ? find("output_layer.weight") : t.word_embeddings;
+  t.output_weight = config_.untie_embeddings_and_output_weights ? find("output_layer.weight")
+                                                                : find("embedding.word_embeddings.weight");
+  if (!range_.head) t.output_weight = {};
+  if (!range_.embedding) t.word_embeddings = {};  // the tied copy serves the output layer only
   return t;
 }
 

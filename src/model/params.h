@@ -1,6 +1,8 @@
-// Owns the GPT parameter layout: every parameter's Megatron name, shape, init rule and weight-decay
-// flag; one contiguous value arena and one gradient arena with the same layout; and Megatron's
-// init drawn from the counter-based generator keyed by (seed, name, global element index).
+// Owns the GPT parameter layout of one stage (the whole model by default): every parameter's
+// Megatron name (keyed by global layer index), shape, init rule and weight-decay flag; one
+// contiguous value arena and one gradient arena with the same layout; and Megatron's init drawn
+// from the counter-based generator keyed by (seed, name, global element index), so any split of
+// the model into stages starts from the same weights.
 #pragma once
 
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "backend/arena.h"
 #include "model/config.h"
+#include "model/layer.h"
 #include "parallel/shard.h"
 
 namespace mt {
@@ -27,32 +30,30 @@ struct Param {
   // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
   // the gradient is a partial sum until it is all-reduced over the tp group.
   bool sequence_parallel = false;
+  // The last stage's copy of the tied word embedding (used as the output layer) when the
+  // embedding lives on another stage: its gradient is summed with the first stage's over the
+  // embedding group so the copies stay identical.
+  bool shared_embedding = false;
 };
 
-// Views of one transformer layer's tensors (all values, or all gradients); shapes are this
-// tensor-parallel rank's shards ([out/t, in] column-parallel, [out, in/t] row-parallel).  Empty views for
-// parameters the config does not have (biases, LayerNorm bias).
-struct LayerTensors {
-  TensorView input_norm_weight, input_norm_bias;  // [h]
-  TensorView qkv_weight, qkv_bias;                // [(n + 2g)·d, h], [(n + 2g)·d]
-  TensorView proj_weight, proj_bias;              // [h, n·d], [h]
-  TensorView mlp_norm_weight, mlp_norm_bias;      // [h]
-  TensorView fc1_weight, fc1_bias;                // [ffn or 2·ffn, h]
-  TensorView fc2_weight, fc2_bias;                // [h, ffn]
-};
-
+// Views of a stage's tensors by role (all values, or all gradients); shapes are this
+// tensor-parallel rank's shards ([out/t, in] column-parallel, [out, in/t] row-parallel). Empty
+// views for parameters the stage or the config does not have (the embedding off the first
+// stage, the head off the last, biases, LayerNorm bias).
 struct GptTensors {
-  TensorView word_embeddings;                      // [V_padded, h]
+  TensorView word_embeddings;                      // [V_padded/t, h]      (first stage)
   TensorView position_embeddings;                  // [max_pos, h] or empty (RoPE)
-  std::vector<LayerTensors> layers;
-  TensorView final_norm_weight, final_norm_bias;   // [h]
-  TensorView output_weight;                        // [V_padded, h]; the word embedding when tied
+  std::vector<LayerWeights> layers;                // the stage's layers, first_layer first
+  TensorView final_norm_weight, final_norm_bias;   // [h]                   (last stage)
+  TensorView output_weight;                        // [V_padded/t, h]; the word embedding when tied
 };
 
 class ParamStore {
  public:
-  // Holds tensor-parallel rank `tp_rank`'s shards (config.tensor_model_parallel_size ranks).
+  // Holds tensor-parallel rank `tp_rank`'s shards (config.tensor_model_parallel_size ranks) of
+  // the parameters of `range` (the whole model when not given).
   ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
+  ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
 
   // Megatron's init for every parameter (layout-invariant: keyed by name and global index).
   void init(uint64_t seed);
@@ -70,11 +71,13 @@ class ParamStore {
   // Views by role, built once (they are read every step).
   const GptTensors& values() const { return values_; }
   const GptTensors& grads() const { return grads_; }
+  const StageRange& range() const { return range_; }
 
  private:
   GptTensors collect(bool grads) const;
 
   const ModelConfig config_;
+  const StageRange range_;
   Backend& backend_;
   int tp_rank_ = 0;
   std::vector<Param> params_;

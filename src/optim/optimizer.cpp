@@ -29,12 +29,6 @@ double grad_norm(const std::vector<Param>& params, Communicator* model_parallel,
   return norm_over(sum, model_parallel);
 }
 
-void finalize_model_grads(const std::vector<Param>& params, Communicator* tp) {
-  if (tp == nullptr || tp->size() == 1) return;
-  for (const Param& p : params)
-    if (p.sequence_parallel) tp->all_reduce(p.grad, ReduceOp::sum);
-}
-
 double clip_coefficient(double norm, double clip_grad) {
   if (clip_grad <= 0.0) return 1.0;
   return std::min(1.0, clip_grad / (norm + 1e-6));

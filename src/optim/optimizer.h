@@ -29,10 +29,6 @@ struct OptimizerConfig {
 // (the tp-pp group; null: this rank alone).
 double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr, int tp_rank = 0);
 
-// Megatron's finalize_model_grads for tensor parallelism: the gradients of parameters computed on
-// s/t tokens under --sequence-parallel (the norms) are all-reduced over the tp group.
-void finalize_model_grads(const std::vector<Param>& params, Communicator* tp);
-
 // Megatron's clip coefficient: min(1, clip_grad / (norm + 1e-6)), or 1 when clip_grad <= 0.
 double clip_coefficient(double norm, double clip_grad);
 

@@ -28,4 +28,9 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
   return g;
 }
 
+double sum_over(Communicator* group, double value) {
+  if (group != nullptr && group->size() > 1) group->all_reduce(TensorView(&value, DType::f64, {1}), ReduceOp::sum);
+  return value;
+}
+
 }  // namespace mt

@@ -22,4 +22,7 @@ struct ProcessGroups {
 // from the communicator). Throws mt::Error naming the flag when the layout does not fit.
 ProcessGroups make_process_groups(Communicator& world, GridConfig config);
 
+// Σ over the group of a per-rank scalar (every rank gets the total; null or size 1: the value).
+double sum_over(Communicator* group, double value);
+
 }  // namespace mt

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "optim/grad_sync.h"
 #include "train/flops.h"
 
 namespace mt {
@@ -27,6 +28,11 @@ std::unique_ptr<Communicator> self_if_null(Communicator* world) {
 }
 
 int world_size(const Communicator* world) { return world ? world->size() : 1; }
+
+Backend& backend_of(const RunContext& context) {
+  MT_CHECK(context.backend != nullptr) << "the run context names no backend";
+  return *context.backend;
+}
 
 ModelConfig finalized(ModelConfig c) {
   c.finalize();
@@ -63,10 +69,11 @@ std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const Train
   return finalized(train, ParallelGrid(train_grid_config(model, train, world_size)), 0).dataset_sizes();
 }
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world)
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, const RunContext& context)
     : Trainer(
           model, train,
           [&] {
+            Communicator* world = context.world;
             // The dataset sizes need the data-parallel size, which the world size decides.
             const ParallelGrid grid(train_grid_config(model, train, world_size(world)));
             const ModelConfig m = finalized(model);
@@ -74,11 +81,12 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Communicato
             return build_mock_train_data(m.vocab_size, m.seq_length, t.seed, t.eod_mask_loss, t.dataset_sizes(),
                                          SampleExtras{t.reset_position_ids, t.reset_attention_mask});
           }(),
-          world) {}
+          context) {}
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world)
-    : self_(self_if_null(world)),
-      groups_(make_process_groups(world ? *world : *self_, train_grid_config(model, train, world_size(world)))),
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, const RunContext& context)
+    : self_(self_if_null(context.world)),
+      groups_(make_process_groups(context.world ? *context.world : *self_,
+                                  train_grid_config(model, train, world_size(context.world)))),
       model_config_(finalized(model)),
       config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),
@@ -92,10 +100,11 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   }
   GptModelOptions model_options;
   model_options.tp_comm = groups_.tp.get();
-  model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, cpu_backend(), &memory_, model_options);
+  Backend& backend = backend_of(context);
+  model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, backend, &memory_, model_options);
   model_->set_seed(config_.seed);
   model_->params().init(config_.seed);
-  optimizer_ = std::make_unique<AdamW>(model_->params().params(), cpu_backend(), &memory_, groups_.model_parallel.get(),
+  optimizer_ = std::make_unique<AdamW>(model_->params().params(), backend, &memory_, groups_.model_parallel.get(),
                                        groups_.tp->rank());
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
@@ -108,14 +117,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
 
 float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 
-double Trainer::dp_sum(double value) const {
-  if (groups_.dp->size() > 1) groups_.dp->all_reduce(TensorView(&value, DType::f64, {1}), ReduceOp::sum);
-  return value;
-}
-
-LossSums Trainer::forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options) {
-  return model_->forward(buffer.view(model_config_.seq_length), options);
-}
+double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), value); }
 
 ForwardBackwardResult Trainer::forward_backward() {
   // Read every micro-batch first: the masks fix the per-token normaliser before any forward.
@@ -140,7 +142,7 @@ ForwardBackwardResult Trainer::forward_backward() {
     fo.grad_scale = static_cast<float>(loss_scale() * (config_.calculate_per_token_loss
                                                            ? 1.0 / std::max(global_tokens, 1.0)
                                                            : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp)));
-    const LossSums sums = forward_micro_batch(b, fo);
+    const LossSums sums = model_->forward(b.view(model_config_.seq_length), fo);
     // pretrain_gpt.py::loss_func with --check-for-nan-in-loss-and-grad (Megatron's default): fatal.
     MT_CHECK(std::isfinite(sums.loss_sum))
         << "found " << (std::isnan(sums.loss_sum) ? "NaN" : "Inf") << " in local forward loss calculation at iteration "
@@ -150,12 +152,9 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
-  finalize_model_grads(model_->params().params(), groups_.tp.get());
-  if (groups_.dp->size() > 1) {
-    groups_.dp->all_reduce(model_->params().grad_buffer(), ReduceOp::sum);
-    result.loss_sum = dp_sum(result.loss_sum);
-    result.num_tokens = dp_sum(result.num_tokens);
-  }
+  finalize_model_grads(model_->params(), groups_.tp.get(), groups_.dp.get());
+  result.loss_sum = dp_sum(result.loss_sum);
+  result.num_tokens = dp_sum(result.num_tokens);
   return result;
 }
 
@@ -196,15 +195,13 @@ double Trainer::evaluate(Split split) {
   MT_CHECK(split != Split::train && config_.eval_iters > 0) << "evaluation needs the valid or test split and --eval-iters > 0";
   PretrainingSampler& sampler = split == Split::valid ? *valid_sampler_ : *test_sampler_;
   const SampleSource& source = *data_.split(split);
-  ForwardOptions fo;
-  fo.dropout = false;   // model.eval()
-  fo.grad_scale = 0.0f;  // torch.no_grad(): no backward follows
   double loss_sum = 0.0, num_tokens = 0.0;
   for (int64_t it = 0; it < config_.eval_iters; ++it)
     for (int64_t mb = 0; mb < config_.num_microbatches; ++mb) {
       MicroBatchBuffer& b = buffers_.front();
       b.fill(source, sampler.next());
-      const LossSums sums = forward_micro_batch(b, fo);
+      // model.eval() under torch.no_grad(): no dropout, nothing kept for a backward.
+      const LossSums sums = model_->forward_only(b.view(model_config_.seq_length));
       loss_sum += sums.loss_sum;
       num_tokens += sums.num_tokens;
     }

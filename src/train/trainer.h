@@ -34,6 +34,7 @@
 #include "optim/optimizer.h"
 #include "parallel/process_groups.h"
 #include "train/metrics.h"
+#include "train/run_context.h"
 #include "train/train_config.h"
 #include "train/train_data.h"
 
@@ -72,11 +73,16 @@ class Trainer {
 
   // --mock-data: Megatron's mock splits with NullTokenizer ids for model.vocab_size, sized from
   // the config (TrainConfig::dataset_sizes).
-  // world: all ranks of the job (null: this process alone). Every rank constructs its Trainer
-  // with the same configs.
-  Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world = nullptr);
+  // context: the job's communicator (every rank constructs its Trainer with the same configs)
+  // and the backend to run on.
+  Trainer(const ModelConfig& model, const TrainConfig& train, const RunContext& context);
   // Any data (tests; real datasets later). valid/test may be null only when eval_iters is 0.
-  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world = nullptr);
+  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, const RunContext& context);
+  // On the CPU backend; world: all ranks of the job (null: this process alone).
+  Trainer(const ModelConfig& model, const TrainConfig& train, Communicator* world = nullptr)
+      : Trainer(model, train, RunContext::cpu(world)) {}
+  Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, Communicator* world = nullptr)
+      : Trainer(model, train, std::move(data), RunContext::cpu(world)) {}
 
   // The whole run: iterations until --train-iters (or --exit-interval), the log line every
   // --log-interval iterations (and after the first), evaluations, then (unless exited) the
@@ -91,8 +97,9 @@ class Trainer {
   // Zeroes the gradients and accumulates those of the next global batch's micro-batches of
   // this rank (advances the train sampler). Public so tests can inspect the gradients.
   ForwardBackwardResult forward_backward();
-  // eval_iters global batches of `split` without dropout and without gradients; the validation
-  // split continues where its previous evaluation stopped (Megatron's consumed_valid_samples).
+  // eval_iters global batches of `split` through the model's forward-only path (no dropout, no
+  // gradients, nothing kept); the validation split continues where its previous evaluation
+  // stopped (Megatron's consumed_valid_samples).
   double evaluate(Split split);
 
   GptModel& model() { return *model_; }
@@ -106,7 +113,6 @@ class Trainer {
   int64_t consumed_train_samples() const { return consumed_train_samples_; }
 
  private:
-  LossSums forward_micro_batch(MicroBatchBuffer& buffer, const ForwardOptions& options);
   // Sums over the data-parallel group (every rank gets the total).
   double dp_sum(double value) const;
 

@@ -2,6 +2,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "backend/backend.h"
 
 namespace mt {
@@ -22,6 +26,13 @@ class CpuBackend final : public Backend {
   void copy_from_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void synchronize() override {}
+  int max_threads() const override {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+  }
 };
 }  // namespace
 

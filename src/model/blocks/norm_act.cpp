@@ -1,4 +1,4 @@
-#include "model/layers/norm_act.h"
+#include "model/blocks/norm_act.h"
 
 #include "ops/activation.h"
 #include "ops/norm.h"

@@ -1,0 +1,51 @@
+// Owns LayerContext and LayerShape: what every block of a transformer layer needs besides its
+// weights and buffers (shapes, the tensor-parallel group, this micro-batch's positions, document
+// starts and dropout round), and the dropout streams keyed by (seed, round, global layer, site).
+#pragma once
+
+#include <cstdint>
+
+#include "base/rng.h"
+#include "model/config.h"
+#include "parallel/tensor_parallel.h"
+#include "tensor/tensor.h"
+
+namespace mt {
+
+// N = s·b token rows; Nl = N/t of them on each rank under sequence parallelism (Nl = N otherwise):
+// the residual stream (norms, dropout, residual adds) has Nl rows, the tensor-parallel core
+// (QKV, attention, MLP) N rows and 1/t of the heads and MLP width.
+struct LayerShape {
+  int64_t s = 0, b = 0;
+  int64_t sp = 1;  // ranks the sequence is split over (tp under --sequence-parallel, else 1)
+  int64_t rows() const { return s * b; }              // N
+  int64_t local_rows() const { return s / sp * b; }   // Nl
+};
+
+struct LayerContext {
+  const ModelConfig* config = nullptr;  // what one tp rank computes (ModelConfig::tp_local())
+  LayerShape shape;
+  TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
+  TensorView positions;           // i32 [b, s] RoPE positions (--reset-position-ids), or empty: sequence index
+  TensorView key_start;           // i32 [b, s] document starts (--reset-attention-mask), or empty: causal
+  uint64_t seed = 0;              // dropout seed
+  uint64_t dropout_round = 0;     // the micro-batch's round, so masks differ between micro-batches
+  bool dropout = true;            // false in evaluation and inference
+  DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
+  int64_t layer_index = 0;        // global layer number (streams are keyed by it)
+  TensorParallel tp;              // the layer's tensor-parallel group
+  int64_t total_heads = 0;        // query heads of the whole layer (config->num_attention_heads · tp)
+
+  float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
+  // Philox index of this rank's first residual-stream element (its rows under sequence parallelism).
+  uint64_t residual_offset() const {
+    return static_cast<uint64_t>(tp.first_row(shape.rows()) * config->hidden_size);
+  }
+  void round(const TensorView& t) const;  // round_to_dtype(t, act_dtype)
+};
+
+// The dropout stream for one site of one layer in one round (site: "attention", "attn_out", ...;
+// layer -1: the embedding).
+RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const char* site);
+
+}  // namespace mt

@@ -1,0 +1,166 @@
+// Owns Stage: the part of the GPT model one rank holds for one model chunk (a contiguous range of
+// global layers, plus the embedding on the first stage and the final norm, output layer and loss
+// on the last; a whole model is one Stage covering everything), as explicit forward/backward
+// passes over preallocated buffers.
+//
+// Per-micro-batch state lives in slots (DESIGN invariant 8): a Stage carves N activation slots,
+// each holding one micro-batch's inputs, dropout round, grad scale and every saved tensor, so
+// several micro-batches can be in flight (pipeline schedules): any order of forwards and
+// backwards over distinct slots is legal. Buffers that no two passes use at once (layer scratch,
+// the recomputation pool, the output layer's logits chunk) are shared by all slots.
+//
+// The forward-only path keeps nothing and needs no labels: it serves evaluation (loss sums) and
+// inference (logits out); its transient per-layer buffers lie over the backward-only scratch.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/blocks/embedding.h"
+#include "model/blocks/output_head.h"
+#include "model/layer.h"
+#include "model/micro_batch.h"
+#include "model/params.h"
+#include "model/recompute.h"
+
+namespace mt {
+
+struct StageOptions {
+  int slots = 1;                    // micro-batches that may be in flight at once
+  int threads = 0;                  // threads the workspaces are sized for; 0 = the backend's
+  int64_t head_chunk_tokens = 512;  // rows of logits alive at once in the output layer
+  // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
+  // flag is taken from the config. Every rank of the group runs the same micro-batch.
+  Communicator* tp_comm = nullptr;
+};
+
+// What a forward returns: the output hidden states (a stage without the head) or the loss sums
+// (the stage with it).
+struct StageForward {
+  // [Nl, h] in the activation dtype; for a training forward it stays valid until the slot's
+  // backward, otherwise until the next forward.
+  TensorView hidden;
+  LossSums loss;
+};
+
+class Stage {
+ public:
+  // micro_batch and config.seq_length fix every activation shape.
+  Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, Backend& backend, MemoryTracker* tracker,
+        const StageOptions& options = {});
+
+  // Runs `batch` through the stage, keeping what the backward needs in `slot` when
+  // options.grad_scale != 0 (the slot is then busy until its backward). input: the previous
+  // stage's output [Nl, h] (f32 or the activation dtype), empty on the first stage, which embeds
+  // batch.tokens. Every stage reads position_ids and document_start; the last reads labels and
+  // loss_mask.
+  StageForward forward(int slot, const MicroBatch& batch, const TensorView& input, const ForwardOptions& options);
+  // The backward of the micro-batch in `slot`: accumulates its weight gradients and frees the
+  // slot. output_grad: [Nl, h] f32, the gradient of this stage's output (empty on the last stage,
+  // whose loss ends the graph). Returns the gradient of the input [Nl, h] f32, valid until the
+  // next backward (empty on the first stage).
+  TensorView backward(int slot, const TensorView& output_grad);
+  // No dropout, no slot, nothing saved. The last stage computes the loss sums when batch.labels
+  // is given and writes every row's logits [N, V_padded/t] (rows in [s, b] order) into `logits`
+  // when it is not empty; other stages return their output hidden states.
+  StageForward forward_only(const MicroBatch& batch, const TensorView& input, const TensorView& logits = {});
+
+  ParamStore& params() { return *params_; }
+  const ModelConfig& config() const { return config_; }
+  const StageRange& range() const { return range_; }
+  const TensorParallel& tensor_parallel() const { return tp_; }
+  int64_t micro_batch() const { return b_; }
+  int slots() const { return static_cast<int>(slots_.size()); }
+  bool slot_busy(int slot) const;
+  // Logits [rows, V_padded / t] of the last chunk of the last forward (all s·b rows when
+  // head_chunk_tokens >= s·b and grad_scale was 0); valid until the next forward() or backward(),
+  // since it shares memory with the layers' scratch. For tests.
+  TensorView last_logits_chunk() const { return head_scratch_.logits_chunk; }
+  // Bytes of saved activations (exact, as carved from the arena), all slots together.
+  size_t activation_bytes() const { return activations_->requested(); }
+  void set_seed(uint64_t seed) { seed_ = seed; }
+
+ private:
+  // The micro-batch's tensors on the device.
+  struct Inputs {
+    TensorView tokens, positions, doc_start;  // i32 [b, s]
+    bool has_positions = false, has_doc_start = false;
+  };
+  struct Slot {
+    bool busy = false;  // forward done, backward pending
+    uint64_t round = 0;   // the forward's dropout round and switch, which its backward reuses
+    bool dropout = true;
+    Inputs in;
+    TensorView emb_drop_mask;  // u8 [Nl, h] (first stage)
+    TensorView input;          // [Nl, h] the first layer's input: embedding output or received hidden states
+    std::vector<LayerActivations> layers;  // one per layer of the stage
+    HeadSaved head;            // (last stage)
+  };
+
+  void carve(Arena& activations, Arena& workspace, int threads);
+  Slot& slot_at(int slot, const char* op);
+  void load_inputs(Inputs& in, const MicroBatch& batch, const char* op);
+  LayerContext context(const Inputs& in, uint64_t round, bool dropout, int64_t layer) const;
+  bool mixed() const { return config_.params_dtype != DType::f32; }
+  int64_t local(int64_t layer) const { return layer - range_.first_layer; }
+  // Layer i's forward from its f32 input; stores its activations in the slot and returns its f32
+  // output (with_output = false: a rerun before the backward that stops short of fc2 and returns
+  // an empty view, see transformer_layer_fwd).
+  TensorView layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
+  // The stage's input as f32 for its first layer: the slot's own, or (16-bit) staged.
+  TensorView layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging);
+  // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
+  LayerWeights layer_weights_f32(int64_t layer);
+  // f32 views of a layer's saved activations: the tensors themselves, or (16-bit) staging views
+  // filled from them when `load` is set.
+  LayerActivations layer_activations_f32(const LayerActivations& saved, bool load);
+  // f32 view of a tensor: itself, or `staging` filled from it.
+  TensorView as_f32(const TensorView& t, const TensorView& staging);
+  EmbeddingWeights embedding_weights_f32();
+  HeadWeights head_weights_f32();
+  NormWeights final_norm_f32();
+  HeadWeights head_grads() const;
+  // Labels, loss mask and grad_scale · mask into the [s, b] row order on the device; returns Σ mask.
+  double load_labels(const MicroBatch& batch, float grad_scale, const char* op);
+  LossSums loss_sums(double num_tokens);
+  VocabShard vocab_shard() const;
+
+  ModelConfig config_;
+  ModelConfig local_;  // what one tensor-parallel rank computes (config_.tp_local())
+  StageRange range_;
+  RecomputePlan recompute_;
+  TensorParallel tp_;
+  LayerShape shape_;
+  Backend& backend_;
+  uint64_t seed_ = 1234;
+  int64_t s_ = 0, b_ = 0;
+  int64_t head_chunk_ = 0;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<Arena> activations_;
+  std::unique_ptr<Arena> workspace_;
+  std::vector<Slot> slots_;
+
+  // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
+  std::vector<float> mask_sb_, host_dlosses_, host_losses_;
+  std::vector<int32_t> host_labels_;
+  TensorView labels_, dlosses_;  // [N] on the device (consumed within the forward)
+  TensorView losses_;            // [N]
+  // Scratch.
+  LayerScratch scratch_;
+  HeadScratch head_scratch_;
+  TensorView dx_;                   // [Nl, h] running residual gradient
+  TensorView rope_cos_, rope_sin_;  // [max_pos, d/2] (RoPE only)
+  // The forward-only path: its inputs, one layer's transient activations (f32) and its layers'
+  // inputs/outputs (ping-pong), laid over the backward-only scratch.
+  Inputs transient_in_;
+  LayerActivations transient_;
+  TensorView transient_x_[2];
+  // f32 staging under --bf16/--fp16 (empty otherwise): one layer's weights and activations,
+  // the vocabulary-sized embedding/output weight, and layer inputs/outputs (ping-pong).
+  LayerWeights layer_w32_;
+  LayerActivations layer_act32_;
+  TensorView vocab_w32_, pos_w32_, final_w32_, final_b32_;
+  TensorView x32_[2];  // [Nl, h]
+};
+
+}  // namespace mt
