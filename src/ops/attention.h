@@ -50,7 +50,9 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
 
 // f32 elements of scratch that attention_bwd / attention_probs_bwd need for these shapes
-// with up to `threads` OpenMP threads.
-size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads);
+// with up to `threads` OpenMP threads, on the backend of `device` (where the workspace will live:
+// each backend lays out its own scratch).
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads,
+                                  Device device = Device::cpu);
 
 }  // namespace mt
