@@ -1,13 +1,10 @@
 // Pointwise MLP activations: GeLU (exact erf form and the tanh approximation) and SwiGLU.
 #pragma once
 
+#include "backend/activation_args.h"  // GeluForm (erf or tanh form), shared with the kernels
 #include "tensor/tensor.h"
 
 namespace mt {
-
-// erf:  gelu(x) = x · Φ(x) = ½x(1 + erf(x/√2))           (torch.nn.functional.gelu)
-// tanh: gelu(x) ≈ ½x(1 + tanh(√(2/π)(x + 0.044715x³)))   (GPT-2, Megatron's fused bias-GeLU)
-enum class GeluForm { erf, tanh };
 
 // out[N, f] = gelu(inp[N, f]).  The caller keeps inp for the backward.
 void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form);

@@ -88,8 +88,15 @@ double unscaled_sum_squares(const TensorView& grad, float unscale) {
 }
 
 int64_t unscaled_sum_squares_multi_scratch(std::span<const TensorView> grads) {
+  // Each tensor's share is its backend's partition into chunks (which fixes the summation order).
   int64_t total = 0;
-  for (const TensorView& g : grads) total += cpu::sum_squares_chunks(g.numel());
+  for (const TensorView& g : grads) {
+    switch (g.device) {
+      case Device::cpu: total += cpu::sum_squares_chunks(g.numel()); continue;
+      case Device::cuda: break;
+    }
+    no_kernel("unscaled_sum_squares_multi_scratch");
+  }
   return total;
 }
 

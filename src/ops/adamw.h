@@ -6,26 +6,13 @@
 #include <cstdint>
 #include <span>
 
+#include "backend/adamw_args.h"  // AdamWParams (hyperparameters, g's factors), AdamWTensor
 #include "tensor/tensor.h"
 
 namespace mt {
 
-struct AdamWParams {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;  // pass 0 for params excluded from decay (biases, norms)
-  int64_t step = 1;           // 1-based, for the bias corrections
-  // The gradient the update uses is g = fl(fl(grad · grad_unscale) · grad_clip): each factor
-  // rounded to f32 in turn, exactly as a scale_inplace pass by 1/loss_scale and then one by the
-  // clip coefficient would leave it. A factor of 1 leaves the bits unchanged. `grad` itself is
-  // only read.
-  float grad_unscale = 1.0f;  // 1 / loss scale
-  float grad_clip = 1.0f;     // Megatron's clip coefficient, 1 when not clipping
-};
-
-// For each i (param, grad, m, v: f32, same numel), with g as above:
+// For each i (param, grad, m, v: f32, same numel), with g = fl(fl(grad · grad_unscale) · grad_clip)
+// (AdamWParams, backend/adamw_args.h):
 //   param  *= 1 − lr·wd
 //   m       = β1·m + (1 − β1)·g;   v = β2·v + (1 − β2)·g²
 //   param  −= lr · (m / (1 − β1^t)) / (√(v / (1 − β2^t)) + eps)
@@ -44,14 +31,9 @@ double unscaled_sum_squares(const TensorView& grad, float unscale);
 // region's closing barrier can cost a scheduler time slice, so the count matters more than the
 // bytes. Results are bit for bit those of the single-tensor calls.
 
-// One tensor's share of a multi-tensor AdamW step.
-struct AdamWTensor {
-  TensorView param, grad, m, v;  // f32, same numel
-  TensorView model_copy;         // optional bf16/f16 copy of param (see adamw_update)
-  float weight_decay = 0.0f;     // this tensor's decay (0 for biases and norms)
-};
 // adamw_update(t.param, t.grad, t.m, t.v, params with weight_decay = t.weight_decay, t.model_copy)
-// for every t; params.weight_decay is not used.
+// for every t (AdamWTensor: one tensor's share, backend/adamw_args.h); params.weight_decay is not
+// used.
 void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params);
 
 // sums[k] = unscaled_sum_squares(grads[k], unscale) for every k. scratch: at least

@@ -85,7 +85,7 @@ void check_grads_f32(const char* op, const TensorView& dq, const TensorView& dk,
 
 void check_workspace(const char* op, const TensorView& workspace, const Heads& h) {
   check_dtype(workspace, DType::f32, op, "workspace");
-  const size_t need = cpu::attention_workspace_floats(h.b, h.n, h.s, h.d, 1);
+  const size_t need = attention_workspace_floats(h.b, h.n, h.s, h.d, 1, workspace.device);
   MT_CHECK(!workspace.empty() && static_cast<size_t>(workspace.numel()) >= need)
       << op << ": workspace has " << workspace.numel() << " floats, needs at least " << need
       << " (attention_workspace_floats(b, n, s, d, threads))";
@@ -93,8 +93,12 @@ void check_workspace(const char* op, const TensorView& workspace, const Heads& h
 
 }  // namespace
 
-size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
-  return cpu::attention_workspace_floats(b, n, s, d, threads);
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads, Device device) {
+  switch (device) {
+    case Device::cpu: return cpu::attention_workspace_floats(b, n, s, d, threads);
+    case Device::cuda: break;
+  }
+  no_kernel("attention_workspace_floats");
 }
 
 void rope_tables(const TensorView& cos, const TensorView& sin, double base) {

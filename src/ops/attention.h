@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/rng.h"
+#include "backend/attention_args.h"  // AttentionOptions (scale, dropout and its rng indices, key_start)
 #include "tensor/tensor.h"
 
 namespace mt {
@@ -29,21 +29,6 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
 // Accumulates dqkv from dq, dk, dv (inverse rotation, by the same positions, when cos/sin are not empty).
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
                         const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView());
-
-struct AttentionOptions {
-  float scale = 1.0f;        // usually 1/√d
-  float dropout_p = 0.0f;    // attention dropout on the probabilities
-  RngStream rng;             // for the dropout mask
-  int64_t head_offset = 0;   // global index of this shard's first query head (tensor parallelism)
-  int64_t total_heads = 0;   // global query heads; 0 means n
-  // Dropout of probability (batch j, local head h, query i, key t) uses
-  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p
-  // (the same index with or without key_start; masked entries draw nothing).
-  // Document-aware causal mask (--reset-attention-mask): i32 [b, s] with 0 <= key_start[j, i] <= i;
-  // query i of sequence j attends to keys t with key_start[j, i] <= t <= i (the tokens of its own
-  // document up to itself). Empty: plain causal, t <= i. Values out of range throw mt::Error.
-  TensorView key_start;
-};
 
 // Memory-lean path (online softmax, FlashAttention-style): keeps no [s, s] tensor.
 // out[s, b, n·d]; saves lse[b, n, s] (log-sum-exp of each scaled, masked score row).
@@ -65,7 +50,9 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
 
 // f32 elements of scratch that attention_bwd / attention_probs_bwd need for these shapes
-// with up to `threads` OpenMP threads.
-size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads);
+// with up to `threads` OpenMP threads, on the backend of `device` (where the workspace will live:
+// each backend lays out its own scratch).
+size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads,
+                                  Device device = Device::cpu);
 
 }  // namespace mt

@@ -1,7 +1,7 @@
 // CPU kernels for ops/activation.h (shapes already validated by the op).
 #pragma once
 
-#include "ops/activation.h"
+#include "backend/activation_args.h"
 #include "tensor/tensor.h"
 
 namespace mt::cpu {

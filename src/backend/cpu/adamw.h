@@ -3,7 +3,7 @@
 
 #include <span>
 
-#include "ops/adamw.h"
+#include "backend/adamw_args.h"
 #include "tensor/tensor.h"
 
 namespace mt::cpu {

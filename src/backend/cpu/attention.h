@@ -11,7 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ops/attention.h"
+#include "backend/attention_args.h"
+#include "tensor/tensor.h"
 
 namespace mt::cpu {
 

@@ -1,0 +1,28 @@
+// Owns the argument type of the attention kernels (AttentionOptions), shared by ops/attention.h
+// (the op contract and layouts: q [b, n, s, d], k and v [b, g, s, d]) and every backend's kernels;
+// it lives here because backends sit below ops.
+#pragma once
+
+#include <cstdint>
+
+#include "base/rng.h"
+#include "tensor/tensor.h"
+
+namespace mt {
+
+struct AttentionOptions {
+  float scale = 1.0f;        // usually 1/√d
+  float dropout_p = 0.0f;    // attention dropout on the probabilities
+  RngStream rng;             // for the dropout mask
+  int64_t head_offset = 0;   // global index of this shard's first query head (tensor parallelism)
+  int64_t total_heads = 0;   // global query heads; 0 means n
+  // Dropout of probability (batch j, local head h, query i, key t) uses
+  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p
+  // (the same index with or without key_start; masked entries draw nothing).
+  // Document-aware causal mask (--reset-attention-mask): i32 [b, s] with 0 <= key_start[j, i] <= i;
+  // query i of sequence j attends to keys t with key_start[j, i] <= t <= i (the tokens of its own
+  // document up to itself). Empty: plain causal, t <= i. Values out of range throw mt::Error.
+  TensorView key_start;
+};
+
+}  // namespace mt
