@@ -150,7 +150,10 @@ PerMicroBatch run_schedule(const ModelConfig& c, const std::vector<Step>& schedu
 
 std::vector<Step> sequential(int n) {
   std::vector<Step> s;
-  for (int k = 0; k < n; ++k) s.insert(s.end(), {{true, k}, {false, k}});
+  for (int k = 0; k < n; ++k) {
+    s.push_back({true, k});
+    s.push_back({false, k});
+  }
   return s;
 }
 
