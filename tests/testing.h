@@ -1,5 +1,6 @@
 // Shared helpers for the test tiers: owned host tensors, deterministic random fills, max-difference
-// comparisons and a central finite-difference gradient checker.
+// comparisons, a check that an mt::Error names what it should, and a central finite-difference
+// gradient checker.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "base/rng.h"
@@ -78,6 +80,20 @@ inline void expect_close(const float* actual, const double* expected, int64_t n,
 inline void expect_close(const float* actual, const std::vector<double>& expected, double atol, double rtol,
                          const char* what) {
   expect_close(actual, expected.data(), static_cast<int64_t>(expected.size()), atol, rtol, what);
+}
+
+// Runs f, expects mt::Error, and checks the message names what it should (the value, the limit, the fix).
+// Returns whether f threw, so a test can skip what would only make sense (or hang) after the error.
+template <typename F>
+bool expect_error_mentioning(F&& f, const std::string& needle) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    return true;
+  }
+  ADD_FAILURE() << "no mt::Error thrown (expected one mentioning '" << needle << "')";
+  return false;
 }
 
 // Central finite differences of a scalar function of `x` (f32, perturbed in place), evaluated in

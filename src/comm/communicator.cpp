@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/loopback.h"
+
 namespace mt {
 
 void check_reduce_args(const TensorView& t, const char* op) {
@@ -21,7 +23,26 @@ void check_gather_args(const TensorView& whole, const TensorView& part, int size
   MT_CHECK(p + part.bytes() <= w || w + whole.bytes() <= p) << op << ": input and output overlap";
 }
 
+void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op) {
+  MT_CHECK(t.device == Device::cpu) << op << " (peer " << peer << ", tag " << tag << ", " << t.str()
+                                    << "): host tensors only (this communicator has no device path)";
+  MT_CHECK(peer >= 0 && peer < size) << op << ": peer rank " << peer << " is out of [0, " << size << ") (tag "
+                                     << tag << ", " << t.str() << ")";
+  MT_CHECK(tag >= 0 && tag <= max_tag) << op << ": tag " << tag << " is out of [0, " << max_tag
+                                       << "], the tag upper bound of this communicator (peer " << peer << ", "
+                                       << t.str() << ")";
+}
+
+void check_message_bytes(size_t message_bytes, const TensorView& t, int src, int tag, const char* op) {
+  MT_CHECK(message_bytes == t.bytes()) << op << " from rank " << src << " tag " << tag << ": the message holds "
+                                       << message_bytes << " bytes but the receive buffer " << t.str()
+                                       << " holds " << t.bytes() << " bytes";
+}
+
 namespace {
+
+// The least MPI_TAG_UB the MPI standard allows.
+constexpr int kPortableMaxTag = 32767;
 
 struct DoneRequest final : CommRequest {
   void wait() override {}
@@ -58,8 +79,31 @@ class SelfCommunicator final : public Communicator {
     reduce_scatter(out, in, op);
     return std::make_unique<DoneRequest>();
   }
+
+  int max_tag() const override { return kPortableMaxTag; }
+  void send(const TensorView& t, int dst, int tag) override {
+    check_p2p_args(t, dst, tag, 1, kPortableMaxTag, "send");
+    loopback_.send(t, 0, tag);
+  }
+  void recv(const TensorView& t, int src, int tag) override {
+    check_p2p_args(t, src, tag, 1, kPortableMaxTag, "recv");
+    loopback_.recv(t, 0, tag, "recv");
+  }
+  std::unique_ptr<CommRequest> send_async(const TensorView& t, int dst, int tag) override {
+    check_p2p_args(t, dst, tag, 1, kPortableMaxTag, "send_async");
+    loopback_.send(t, 0, tag);
+    return std::make_unique<DoneRequest>();
+  }
+  std::unique_ptr<CommRequest> recv_async(const TensorView& t, int src, int tag) override {
+    check_p2p_args(t, src, tag, 1, kPortableMaxTag, "recv_async");
+    return loopback_.recv_async(t, 0, tag, "recv_async");
+  }
+
   std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SelfCommunicator>(); }
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
+
+ private:
+  Loopback loopback_;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Owns the Communicator interface (DESIGN invariant 5): the collectives the parallel layers, the
-// optimizer, the pipeline and checkpoints use, on host tensors, in blocking and non-blocking form,
-// plus split (sub-groups by role) and abort (every rank exits, nobody hangs). Implementations:
-// the size-1 one here, MPI in mpi_communicator.h; a counting wrapper for tests.
+// optimizer, the pipeline and checkpoints use, and the tagged point-to-point messages the pipeline
+// schedules use, on host tensors, in blocking and non-blocking form, plus split (sub-groups by role)
+// and abort (every rank exits, nobody hangs). Implementations: the size-1 one here, MPI in
+// mpi_communicator.h; a counting wrapper for tests.
 #pragma once
 
 #include <memory>
@@ -12,7 +13,10 @@ namespace mt {
 
 enum class ReduceOp { sum, max };
 
-// A collective in flight; wait() completes it. The buffers must stay alive until then.
+// A collective or a point-to-point message in flight; wait() completes it, and throws mt::Error if it
+// failed (e.g. a received message of the wrong size). The buffers must stay alive and untouched until
+// then. Destroying a request that was never waited for completes it first (its errors are lost), except
+// an unmatched receive from self, which is cancelled (waiting for it could only hang).
 class CommRequest {
  public:
   virtual ~CommRequest() = default;
@@ -41,6 +45,26 @@ class Communicator {
   virtual std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
                                                             ReduceOp op) = 0;
 
+  // Point-to-point messages (the pipeline's send_forward / recv_forward / send_backward / ... build on
+  // these; only the two ranks of a message take part). Bytes move, so any dtype works; the receiving
+  // tensor must have exactly the byte size of the message (else an mt::Error naming both sizes).
+  // Matching: a receive from `src` with `tag` takes the oldest unmatched message `src` sent to this rank
+  // with that tag, so messages of one pair and one tag arrive in send order, while messages with
+  // different tags are independent: several can be in flight between one pair and be received in any
+  // order. Tags lie in [0, max_tag()].
+  // Blocking: recv returns once the bytes have arrived. send returns once `t` may be reused, which may
+  // be only after the peer posted the matching receive (no buffering is promised), so two ranks that
+  // exchange must not both send first: post recv_async, then send_async, then wait both (1F1B's order),
+  // or let one side of each pair receive first.
+  // Self (peer == rank()) is a loopback and never blocks: send copies the bytes into a queue; a receive
+  // takes the oldest queued message with its tag; a recv_async with none queued is filled by the next
+  // matching send, and a blocking recv (or a wait()) that finds none is an mt::Error, never a hang.
+  virtual int max_tag() const = 0;
+  virtual void send(const TensorView& t, int dst, int tag) = 0;
+  virtual void recv(const TensorView& t, int src, int tag) = 0;
+  virtual std::unique_ptr<CommRequest> send_async(const TensorView& t, int dst, int tag) = 0;
+  virtual std::unique_ptr<CommRequest> recv_async(const TensorView& t, int src, int tag) = 0;
+
   // Collective over this communicator: ranks that pass the same color form a new communicator,
   // ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
@@ -48,11 +72,18 @@ class Communicator {
   [[noreturn]] virtual void abort(int code) = 0;
 };
 
-// The size-1 communicator: collectives are copies, abort exits the process.
+// The size-1 communicator: collectives are copies, messages are the loopback, abort exits the process.
+// Its max_tag() is 32767, the least MPI_TAG_UB the MPI standard allows, so a tag scheme that works on
+// one rank works under any MPI.
 std::unique_ptr<Communicator> make_self_communicator();
 
 // Shape/dtype rules shared by the implementations; throw mt::Error naming the collective.
 void check_reduce_args(const TensorView& t, const char* op);
 void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op);
+// Point-to-point rules: host tensor, peer in [0, size), tag in [0, max_tag]; the message names op, peer,
+// tag and tensor.
+void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op);
+// A received message must fill the receive buffer exactly.
+void check_message_bytes(size_t message_bytes, const TensorView& t, int src, int tag, const char* op);
 
 }  // namespace mt

@@ -34,6 +34,23 @@ std::unique_ptr<CommRequest> CountingCommunicator::reduce_scatter_async(const Te
   return inner_.reduce_scatter_async(out, in, op);
 }
 
+void CountingCommunicator::send(const TensorView& t, int dst, int tag) {
+  records_.push_back({"send", t.bytes()});
+  inner_.send(t, dst, tag);
+}
+void CountingCommunicator::recv(const TensorView& t, int src, int tag) {
+  records_.push_back({"recv", t.bytes()});
+  inner_.recv(t, src, tag);
+}
+std::unique_ptr<CommRequest> CountingCommunicator::send_async(const TensorView& t, int dst, int tag) {
+  records_.push_back({"send", t.bytes()});
+  return inner_.send_async(t, dst, tag);
+}
+std::unique_ptr<CommRequest> CountingCommunicator::recv_async(const TensorView& t, int src, int tag) {
+  records_.push_back({"recv", t.bytes()});
+  return inner_.recv_async(t, src, tag);
+}
+
 void CountingCommunicator::abort(int code) {
   inner_.abort(code);
   std::_Exit(code);  // not reached: the inner abort ends the process

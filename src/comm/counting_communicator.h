@@ -1,6 +1,6 @@
-// Owns CountingCommunicator: a Communicator that forwards to another and records every collective
-// (kind and bytes of the full tensor it moves), so tests can check a layer's communication against
-// Megatron's figures.
+// Owns CountingCommunicator: a Communicator that forwards to another and records every collective and
+// point-to-point message (kind and bytes of the full tensor it moves), so tests can check a layer's or
+// a schedule's communication against Megatron's figures.
 #pragma once
 
 #include <string>
@@ -11,8 +11,8 @@
 namespace mt {
 
 struct CollectiveRecord {
-  std::string kind;  // "all_reduce", "all_gather", "reduce_scatter", "broadcast"
-  size_t bytes = 0;  // all_reduce/broadcast: the tensor; all_gather: the output; reduce_scatter: the input
+  std::string kind;  // "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv"
+  size_t bytes = 0;  // all_reduce/broadcast/send/recv: the tensor; all_gather: the output; reduce_scatter: the input
 };
 
 class CountingCommunicator final : public Communicator {
@@ -31,6 +31,12 @@ class CountingCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override;
   std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override;
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in, ReduceOp op) override;
+  // Blocking and non-blocking messages record alike ("send" / "recv"), self-messages included.
+  int max_tag() const override { return inner_.max_tag(); }
+  void send(const TensorView& t, int dst, int tag) override;
+  void recv(const TensorView& t, int src, int tag) override;
+  std::unique_ptr<CommRequest> send_async(const TensorView& t, int dst, int tag) override;
+  std::unique_ptr<CommRequest> recv_async(const TensorView& t, int src, int tag) override;
   // Sub-communicators are not counted.
   std::unique_ptr<Communicator> split(int color, int key) override { return inner_.split(color, key); }
   [[noreturn]] void abort(int code) override;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "comm/loopback.h"
+
 namespace mt {
 
 namespace {
@@ -21,9 +23,11 @@ MPI_Datatype mpi_type(DType t) {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
 
-// Gathers and broadcasts move bytes, so any dtype works.
-int byte_count(const TensorView& t) {
-  MT_CHECK(t.bytes() <= static_cast<size_t>(INT32_MAX)) << "a single collective moves at most 2 GiB, got " << t.str();
+// Gathers, broadcasts and messages move bytes, so any dtype works; MPI counts are int.
+int byte_count(const TensorView& t, const char* op) {
+  MT_CHECK(t.bytes() <= static_cast<size_t>(INT32_MAX))
+      << op << ": one call moves at most 2^31 - 1 bytes, got " << t.str() << " (" << t.bytes()
+      << " bytes); split it";
   return static_cast<int>(t.bytes());
 }
 
@@ -43,17 +47,37 @@ void check(int rc, const char* what) {
 class MpiRequest final : public CommRequest {
  public:
   MpiRequest() = default;
+  // A receive: wait() checks that the message filled `t` exactly.
+  MpiRequest(const TensorView& t, int src, int tag) : is_recv_(true), recv_(t), src_(src), tag_(tag) {}
   MPI_Request* handle() { return &request_; }
   void wait() override {
-    if (request_ != MPI_REQUEST_NULL) check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+    if (request_ == MPI_REQUEST_NULL) return;
+    MPI_Status status;
+    const int rc = MPI_Wait(&request_, &status);
+    // Open MPI keeps a request that completed with an error; free it so the destructor does not wait again.
+    if (rc != MPI_SUCCESS && request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+    if (!is_recv_) return check(rc, "MPI_Wait");
+    int error_class = MPI_SUCCESS;
+    MPI_Error_class(rc, &error_class);
+    // MPI truncates and does not say how long the message was.
+    MT_CHECK(error_class != MPI_ERR_TRUNCATE) << "recv_async from rank " << src_ << " tag " << tag_
+                                              << ": the message is larger than the receive buffer " << recv_.str()
+                                              << " (" << recv_.bytes() << " bytes)";
+    check(rc, "MPI_Wait (recv_async)");
+    int count = 0;
+    check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    check_message_bytes(static_cast<size_t>(count), recv_, src_, tag_, "recv_async");
   }
   ~MpiRequest() override {
-    // Never leave a collective dangling: complete it (errors here cannot be thrown).
+    // Never leave a collective or a message dangling: complete it (errors here cannot be thrown).
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
 
  private:
   MPI_Request request_ = MPI_REQUEST_NULL;
+  bool is_recv_ = false;
+  TensorView recv_;
+  int src_ = -1, tag_ = -1;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -61,6 +85,12 @@ class MpiCommunicator final : public Communicator {
   MpiCommunicator(MPI_Comm comm, bool owns_mpi) : comm_(comm), owns_mpi_(owns_mpi) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // MPI attaches MPI_TAG_UB to the world communicator only; it holds for every communicator.
+    int* tag_ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+    MT_CHECK(found && tag_ub) << "MPI_TAG_UB is not set on MPI_COMM_WORLD";
+    max_tag_ = *tag_ub;
   }
   ~MpiCommunicator() override {
     if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
@@ -83,8 +113,8 @@ class MpiCommunicator final : public Communicator {
   }
   void all_gather(const TensorView& out, const TensorView& in) override {
     check_gather_args(out, in, size_, "all_gather");
-    check(MPI_Allgather(in.data, byte_count(in), MPI_BYTE, out.data, byte_count(in), MPI_BYTE, comm_),
-          "MPI_Allgather");
+    const int count = byte_count(in, "all_gather");
+    check(MPI_Allgather(in.data, count, MPI_BYTE, out.data, count, MPI_BYTE, comm_), "MPI_Allgather");
   }
   void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override {
     check_reduce_args(in, "reduce_scatter");
@@ -95,7 +125,7 @@ class MpiCommunicator final : public Communicator {
   void broadcast(const TensorView& t, int root) override {
     MT_CHECK(t.device == Device::cpu) << "broadcast: host tensors only";
     MT_CHECK(root >= 0 && root < size_) << "broadcast: root " << root << " out of [0, " << size_ << ")";
-    check(MPI_Bcast(t.data, byte_count(t), MPI_BYTE, root, comm_), "MPI_Bcast");
+    check(MPI_Bcast(t.data, byte_count(t, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
@@ -109,8 +139,8 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override {
     check_gather_args(out, in, size_, "all_gather_async");
     auto r = std::make_unique<MpiRequest>();
-    check(MPI_Iallgather(in.data, byte_count(in), MPI_BYTE, out.data, byte_count(in), MPI_BYTE, comm_, r->handle()),
-          "MPI_Iallgather");
+    const int count = byte_count(in, "all_gather_async");
+    check(MPI_Iallgather(in.data, count, MPI_BYTE, out.data, count, MPI_BYTE, comm_, r->handle()), "MPI_Iallgather");
     return r;
   }
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
@@ -121,6 +151,42 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Ireduce_scatter_block(in.data, out.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_,
                                     r->handle()),
           "MPI_Ireduce_scatter_block");
+    return r;
+  }
+
+  int max_tag() const override { return max_tag_; }
+  void send(const TensorView& t, int dst, int tag) override {
+    check_p2p_args(t, dst, tag, size_, max_tag_, "send");
+    if (dst == rank_) return loopback_.send(t, rank_, tag);
+    check(MPI_Send(t.data, byte_count(t, "send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
+  }
+  void recv(const TensorView& t, int src, int tag) override {
+    check_p2p_args(t, src, tag, size_, max_tag_, "recv");
+    if (src == rank_) return loopback_.recv(t, rank_, tag, "recv");
+    const int count = byte_count(t, "recv");
+    // Probe first: a message of the wrong size is then reported with both sizes (MPI would truncate).
+    MPI_Status status;
+    check(MPI_Probe(src, tag, comm_, &status), "MPI_Probe");
+    int arrived = 0;
+    check(MPI_Get_count(&status, MPI_BYTE, &arrived), "MPI_Get_count");
+    check_message_bytes(static_cast<size_t>(arrived), t, src, tag, "recv");
+    check(MPI_Recv(t.data, count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
+  }
+  std::unique_ptr<CommRequest> send_async(const TensorView& t, int dst, int tag) override {
+    check_p2p_args(t, dst, tag, size_, max_tag_, "send_async");
+    auto r = std::make_unique<MpiRequest>();
+    if (dst == rank_) {
+      loopback_.send(t, rank_, tag);
+      return r;  // already complete
+    }
+    check(MPI_Isend(t.data, byte_count(t, "send_async"), MPI_BYTE, dst, tag, comm_, r->handle()), "MPI_Isend");
+    return r;
+  }
+  std::unique_ptr<CommRequest> recv_async(const TensorView& t, int src, int tag) override {
+    check_p2p_args(t, src, tag, size_, max_tag_, "recv_async");
+    if (src == rank_) return loopback_.recv_async(t, rank_, tag, "recv_async");
+    auto r = std::make_unique<MpiRequest>(t, src, tag);
+    check(MPI_Irecv(t.data, byte_count(t, "recv_async"), MPI_BYTE, src, tag, comm_, r->handle()), "MPI_Irecv");
     return r;
   }
 
@@ -137,7 +203,8 @@ class MpiCommunicator final : public Communicator {
  private:
   MPI_Comm comm_;
   bool owns_mpi_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, max_tag_ = 0;
+  Loopback loopback_;  // messages to self (communicator.h: they never block)
 };
 
 }  // namespace

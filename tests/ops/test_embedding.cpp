@@ -135,17 +135,6 @@ TEST(Embedding, LargeMatchesReferenceAndIsDeterministic) {
   for (size_t k = 1; k < results.size(); ++k) EXPECT_EQ(results[k], results[0]) << "thread count #" << k;
 }
 
-// Runs f, expects mt::Error, and checks the message names what it should.
-template <typename F>
-void expect_error_mentioning(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "no mt::Error thrown (expected one mentioning '" << needle << "')";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
-
 TEST(Embedding, OutOfRangeIdsThrowNamingThem) {
   const int64_t b = 2, s = 3, v = 5, p = 4, h = 8;
   HostTensor tokens = randint({b, s}, static_cast<int32_t>(v), 131), positions = randint({b, s}, p, 132);

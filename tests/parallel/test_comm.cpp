@@ -1,5 +1,11 @@
 // The MPI communicator against values every rank can compute itself: blocking and non-blocking
-// all-reduce (sum, max), all-gather, reduce-scatter, broadcast, and split into sub-groups.
+// all-reduce (sum, max), all-gather, reduce-scatter, broadcast, split into sub-groups, and the
+// point-to-point messages of the pipeline (ring exchange, tag matching, every dtype, 1F1B's order,
+// loopback to self, wrong sizes).
+#include <climits>
+#include <string>
+#include <vector>
+
 #include "parallel_testing.h"
 
 namespace mt::test {
@@ -77,6 +83,202 @@ TEST(Comm, BadArgumentsAreClearErrors) {
   HostTensor u(DType::u8, {4});
   EXPECT_THROW(w.all_reduce(u.view(), ReduceOp::sum), Error);
   EXPECT_THROW(w.broadcast(a.view(), w.size()), Error);
+}
+
+// Element i of the message `from` sends with `tag`: every (sender, tag, element) differs, exactly in f32.
+float message_value(int from, int tag, int64_t i) {
+  return static_cast<float>(from * 1000000 + tag * 1000 + static_cast<int>(i % 997));
+}
+
+HostTensor message(int from, int tag, int64_t len) {
+  HostTensor t(DType::f32, {len});
+  for (int64_t i = 0; i < len; ++i) t.f32()[i] = message_value(from, tag, i);
+  return t;
+}
+
+void expect_message(HostTensor& got, int from, int tag) {
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) wrong += got.f32()[i] != message_value(from, tag, i);
+  EXPECT_EQ(wrong, 0) << "elements that differ from the message of rank " << from << " tag " << tag;
+}
+
+// 80 KB: past Open MPI's eager limits, so a send waits for its receive and a wrong order would hang.
+constexpr int64_t kLong = 20000;
+
+TEST(Comm, RingExchangeBlockingAndAsync) {
+  Communicator& w = world();
+  const int n = w.size(), r = w.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  HostTensor out = message(r, 5, kLong), in(DType::f32, {kLong});
+  // Blocking: even ranks send first, odd ranks receive first, so every send meets a posted receive.
+  if (r % 2 == 0) {
+    w.send(out.view(), next, 5);
+    w.recv(in.view(), prev, 5);
+  } else {
+    w.recv(in.view(), prev, 5);
+    w.send(out.view(), next, 5);
+  }
+  expect_message(in, prev, 5);
+  // Non-blocking: everyone sends at once; the receives are posted first.
+  HostTensor out2 = message(r, 6, kLong), in2(DType::f32, {kLong});
+  std::unique_ptr<CommRequest> received = w.recv_async(in2.view(), prev, 6);
+  std::unique_ptr<CommRequest> sent = w.send_async(out2.view(), next, 6);
+  sent->wait();
+  received->wait();
+  expect_message(in2, prev, 6);
+}
+
+TEST(Comm, TaggedMessagesInFlightMatchByTag) {
+  Communicator& w = world();
+  const int r = w.rank();
+  // Pairs (0, 1), (2, 3), ...: the even rank sends tags 20..23 and then a second tag-20 message; the odd
+  // rank receives them in the opposite order of the tags, and the two tag-20 messages in send order.
+  const int64_t len[4] = {kLong, 7, 3000, kLong + 1};  // by tag - 20
+  if (r % 2 == 0 && r + 1 < w.size()) {
+    std::vector<HostTensor> out;
+    for (int k = 0; k < 4; ++k) out.push_back(message(r, 20 + k, len[k]));
+    out.push_back(message(r, 120, len[0]));  // same tag 20, other values
+    std::vector<std::unique_ptr<CommRequest>> sent;
+    for (int k = 0; k < 4; ++k) sent.push_back(w.send_async(out[k].view(), r + 1, 20 + k));
+    sent.push_back(w.send_async(out[4].view(), r + 1, 20));
+    for (auto& s : sent) s->wait();
+  } else if (r % 2 == 1) {
+    const int from = r - 1;
+    HostTensor in23(DType::f32, {len[3]}), in22(DType::f32, {len[2]}), in21(DType::f32, {len[1]});
+    HostTensor first20(DType::f32, {len[0]}), second20(DType::f32, {len[0]});
+    w.recv(in23.view(), from, 23);
+    w.recv(in22.view(), from, 22);
+    std::unique_ptr<CommRequest> a = w.recv_async(in21.view(), from, 21);
+    std::unique_ptr<CommRequest> b = w.recv_async(first20.view(), from, 20);
+    std::unique_ptr<CommRequest> c = w.recv_async(second20.view(), from, 20);
+    c->wait();
+    b->wait();
+    a->wait();
+    expect_message(in23, from, 23);
+    expect_message(in22, from, 22);
+    expect_message(in21, from, 21);
+    expect_message(first20, from, 20);
+    expect_message(second20, from, 120);
+  }
+}
+
+TEST(Comm, MessagesMoveEveryDtypeExactly) {
+  Communicator& w = world();
+  const int n = w.size(), r = w.rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+  // Odd lengths, so a byte count computed from the wrong element size would not match.
+  const int64_t len = 1001;
+  auto f32_at = [](int from, int64_t i) { return -0.37f * static_cast<float>(from + 1) * static_cast<float>(i); };
+  auto i32_at = [](int from, int64_t i) { return static_cast<int32_t>(-2000000000 + from * 7919 + i * 104729); };
+  auto u8_at = [](int from, int64_t i) { return static_cast<uint8_t>(from * 37 + i * 11); };
+  auto bf16_at = [](int from, int64_t i) {
+    return f32_to_bf16(1.5f * static_cast<float>(i) - static_cast<float>(from));
+  };
+  HostTensor out_f32(DType::f32, {len}), out_i32(DType::i32, {len}), out_u8(DType::u8, {len}),
+      out_bf16(DType::bf16, {len});
+  HostTensor in_f32(DType::f32, {len}), in_i32(DType::i32, {len}), in_u8(DType::u8, {len}),
+      in_bf16(DType::bf16, {len});
+  for (int64_t i = 0; i < len; ++i) {
+    out_f32.f32()[i] = f32_at(r, i);
+    out_i32.i32()[i] = i32_at(r, i);
+    out_u8.u8()[i] = u8_at(r, i);
+    out_bf16.view().bf16()[i] = bf16_at(r, i);
+  }
+  // All four in flight at once, one tag per dtype.
+  std::vector<std::unique_ptr<CommRequest>> requests;
+  requests.push_back(w.recv_async(in_f32.view(), prev, 30));
+  requests.push_back(w.recv_async(in_i32.view(), prev, 31));
+  requests.push_back(w.recv_async(in_u8.view(), prev, 32));
+  requests.push_back(w.recv_async(in_bf16.view(), prev, 33));
+  requests.push_back(w.send_async(out_bf16.view(), next, 33));
+  requests.push_back(w.send_async(out_u8.view(), next, 32));
+  requests.push_back(w.send_async(out_i32.view(), next, 31));
+  requests.push_back(w.send_async(out_f32.view(), next, 30));
+  for (auto& q : requests) q->wait();
+  int64_t wrong[4] = {};
+  for (int64_t i = 0; i < len; ++i) {
+    wrong[0] += in_f32.f32()[i] != f32_at(prev, i);
+    wrong[1] += in_i32.i32()[i] != i32_at(prev, i);
+    wrong[2] += in_u8.u8()[i] != u8_at(prev, i);
+    wrong[3] += in_bf16.view().bf16()[i] != bf16_at(prev, i);
+  }
+  EXPECT_EQ(wrong[0], 0) << "f32";
+  EXPECT_EQ(wrong[1], 0) << "i32";
+  EXPECT_EQ(wrong[2], 0) << "u8";
+  EXPECT_EQ(wrong[3], 0) << "bf16";
+  EXPECT_EQ(in_i32.i32()[len - 1], i32_at(prev, len - 1));  // spot check of a large negative value
+}
+
+// The steady state of 1F1B with one stage per rank: every stage posts its receives (activation from
+// the previous stage, gradient from the next), then its sends, then waits for all: a stage's
+// send_forward_recv_backward meets the next stage's send_backward_recv_forward without deadlock.
+TEST(Comm, OneFOneBNeighbourExchangeDoesNotDeadlock) {
+  Communicator& w = world();
+  const int n = w.size(), r = w.rank();
+  const bool first = r == 0, last = r == n - 1;
+  for (int micro = 0; micro < 4; ++micro) {
+    const int forward_tag = 2 * micro, backward_tag = 2 * micro + 1;
+    HostTensor act_in(DType::f32, {kLong}), grad_in(DType::f32, {kLong});
+    HostTensor act_out = message(r, forward_tag, kLong), grad_out = message(r, backward_tag, kLong);
+    std::vector<std::unique_ptr<CommRequest>> recvs, sends;
+    if (!first) recvs.push_back(w.recv_async(act_in.view(), r - 1, forward_tag));
+    if (!last) recvs.push_back(w.recv_async(grad_in.view(), r + 1, backward_tag));
+    if (!last) sends.push_back(w.send_async(act_out.view(), r + 1, forward_tag));
+    if (!first) sends.push_back(w.send_async(grad_out.view(), r - 1, backward_tag));
+    for (auto& q : recvs) q->wait();
+    for (auto& q : sends) q->wait();
+    if (!first) expect_message(act_in, r - 1, forward_tag);
+    if (!last) expect_message(grad_in, r + 1, backward_tag);
+  }
+}
+
+TEST(Comm, MessageToSelfIsALoopback) {
+  Communicator& w = world();
+  const int r = w.rank();
+  HostTensor a = message(r, 50, kLong), b = message(r, 51, 10), got_a(DType::f32, {kLong}), got_b(DType::f32, {10});
+  w.send(a.view(), r, 50);  // never blocks: the bytes are copied
+  std::unique_ptr<CommRequest> pending = w.send_async(b.view(), r, 51);
+  w.recv(got_b.view(), r, 51);
+  w.recv_async(got_a.view(), r, 50)->wait();
+  pending->wait();
+  expect_message(got_a, r, 50);
+  expect_message(got_b, r, 51);
+  // A receive from self that nothing can fill is an error, not a hang.
+  expect_error_mentioning([&] { w.recv(got_b.view(), r, 50); }, "no message with this tag was sent to self");
+}
+
+TEST(Comm, PointToPointErrorsAreClear) {
+  Communicator& w = world();
+  const int n = w.size(), r = w.rank();
+  HostTensor t(DType::f32, {4});
+  expect_error_mentioning([&] { w.send(t.view(), n, 1); }, "send: peer rank " + std::to_string(n) + " is out of [0, " +
+                                                               std::to_string(n) + ")");
+  expect_error_mentioning([&] { w.recv_async(t.view(), -1, 1); }, "recv_async: peer rank -1");
+  expect_error_mentioning([&] { w.send_async(t.view(), (r + 1) % n, -1); }, "send_async: tag -1 is out of [0, ");
+  EXPECT_GE(w.max_tag(), 32767);  // the MPI standard's least MPI_TAG_UB
+  if (w.max_tag() < INT_MAX)
+    expect_error_mentioning([&] { w.recv(t.view(), (r + 1) % n, w.max_tag() + 1); }, std::to_string(w.max_tag()));
+  TensorView device_view(t.bytes.data(), DType::f32, {4}, Device::cuda);
+  expect_error_mentioning([&] { w.send(device_view, (r + 1) % n, 1); }, "host tensors only");
+
+  // Wrong sizes between ranks 0 and 1 (small messages: the sends complete without their receives).
+  if (n < 2 || r > 1) return;
+  if (r == 0) {
+    HostTensor four = message(0, 40, 4), six = message(0, 41, 6), three = message(0, 42, 3);
+    w.send(four.view(), 1, 40);
+    w.send(six.view(), 1, 41);
+    w.send(three.view(), 1, 42);
+  } else {
+    HostTensor five(DType::f32, {5}), four(DType::f32, {4});
+    // The blocking receive probes first: the error names both sizes and the message stays queued (if the
+    // receive wrongly succeeded, the message is gone and receiving it again would hang).
+    if (expect_error_mentioning([&] { w.recv(five.view(), 0, 40); },
+                                "the message holds 16 bytes but the receive buffer f32[5] holds 20 bytes")) {
+      w.recv(four.view(), 0, 40);
+      expect_message(four, 0, 40);
+    }
+    expect_error_mentioning([&] { w.recv_async(five.view(), 0, 41)->wait(); },
+                            "recv_async from rank 0 tag 41: the message is larger than the receive buffer f32[5]");
+    expect_error_mentioning([&] { w.recv_async(five.view(), 0, 42)->wait(); }, "the message holds 12 bytes");
+  }
 }
 
 }  // namespace
