@@ -45,6 +45,8 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
 
   if (range.embedding) {
     add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
+    // Tied to the output layer on another stage: one of the two copies.
+    specs.back().shared_embedding = !c.untie_embeddings_and_output_weights && !range.head;
     if (c.has_position_table())
       add("embedding.position_embeddings.weight", {c.max_position_embeddings, h}, InitKind::normal);
   }

@@ -30,9 +30,9 @@ struct Param {
   // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
   // the gradient is a partial sum until it is all-reduced over the tp group.
   bool sequence_parallel = false;
-  // The last stage's copy of the tied word embedding (used as the output layer) when the
-  // embedding lives on another stage: its gradient is summed with the first stage's over the
-  // embedding group so the copies stay identical.
+  // The tied word embedding when the embedding and the output layer live on different stages:
+  // the first stage's copy and the last stage's (its output layer). Their gradients are summed
+  // over the embedding group so the copies stay identical.
   bool shared_embedding = false;
 };
 
