@@ -101,8 +101,9 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerWeights& w, const
                            const TensorView& dx) {
   const ModelConfig& c = *ctx.config;
   // Activation gradients are 16-bit tensors in Megatron too (that is where fp16 overflows), so
-  // each is rounded as it is produced; weight gradients accumulate in f32. The norm outputs are
-  // remade first (the norms recompute their own statistics, the same values as saved).
+  // each is rounded as it is produced; weight gradients accumulate in f32. Each norm output is
+  // remade before its block's backward (the norms recompute their own statistics, the same
+  // values as saved).
   norm_fwd(c, sc.norm2_out, act.norm2, act.residual1, w.mlp_norm);
   ctx.round(sc.norm2_out);
   // MLP block. dx holds d(out); the residual passes it to d(residual1) unchanged, and the norm

@@ -46,8 +46,9 @@ struct LayerActivations {
   MlpSaved mlp;
   TensorView mlp_drop_mask;   // [Nl, h] u8
   TensorView out;             // [Nl, h]  the layer output (next layer's input)
-  // The activation-dtype members.
+  // The activation-dtype members; the output comes last (kStoredOut).
   std::array<TensorView*, 7> stored();
+  static constexpr size_t kStoredOut = 6;
 };
 
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).

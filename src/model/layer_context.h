@@ -44,8 +44,8 @@ struct LayerContext {
   void round(const TensorView& t) const;  // round_to_dtype(t, act_dtype)
 };
 
-// The dropout stream for one site of one layer in one round (site: "attention", "attn_out", ...;
-// layer -1: the embedding).
+// The dropout stream for one site of one layer in one round (site: "attention", "attention_output",
+// "mlp_output"; "embedding" with layer -1).
 RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const char* site);
 
 }  // namespace mt

@@ -32,7 +32,7 @@ struct Param {
   bool sequence_parallel = false;
   // The tied word embedding when the embedding and the output layer live on different stages:
   // the first stage's copy and the last stage's (its output layer). Their gradients are summed
-  // over the embedding group so the copies stay identical.
+  // over the embedding group so the copies stay identical (by the pipeline's gradient sync).
   bool shared_embedding = false;
 };
 

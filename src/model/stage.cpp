@@ -88,12 +88,16 @@ void Stage::carve(Arena& act, Arena& ws, int threads) {
   carve_inputs(transient_in_);
   // The output head runs between the last layer's forward and the first layer's backward, so its
   // logits chunk and the layers' scratch are never alive together; the forward-only path never
-  // runs a backward, so its transients lie over the backward-only scratch.
+  // runs a backward, so its transients lie over the backward-only scratch (which is larger, except
+  // for the [b, n, s, s] probabilities of --attention-backend unfused).
   ws.overlay({[&] {
                 scratch_ = alloc_layer_scratch_fwd(ws, local_, shape_);
                 ws.overlay({[&] { alloc_layer_scratch_bwd(ws, scratch_, local_, shape_, threads); },
                             [&] {
-                              transient_ = alloc_layer_activations(ws, local_, shape_, DType::f32, false);
+                              // No dropout on this path, so no attention-dropout mask.
+                              ModelConfig no_dropout = local_;
+                              no_dropout.attention_dropout = 0.0f;
+                              transient_ = alloc_layer_activations(ws, no_dropout, shape_, DType::f32, false);
                               for (TensorView& x : transient_x_) x = ws.alloc(DType::f32, {Nl, h});
                             }});
               },
@@ -178,9 +182,9 @@ LayerActivations Stage::layer_activations_f32(const LayerActivations& saved, boo
   const auto src = copy.stored();
   const auto staging = layer_act32_.stored();
   const auto dst = f.stored();
-  // The last stored() member is the output: the backward never reads it and the forward writes
-  // it to x32_.
-  for (size_t k = 0; k + 1 < src.size(); ++k) *dst[k] = load ? as_f32(*src[k], *staging[k]) : *staging[k];
+  // Not the output: the backward never reads it and the forward writes it to x32_.
+  for (size_t k = 0; k < src.size(); ++k)
+    if (k != LayerActivations::kStoredOut) *dst[k] = load ? as_f32(*src[k], *staging[k]) : *staging[k];
   return f;
 }
 
@@ -301,7 +305,7 @@ TensorView Stage::layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool
     const auto src = act.stored();
     const auto dst = stored.stored();
     for (size_t k = 0; k < src.size(); ++k)
-      if ((with_output || k + 1 < src.size()) && !dst[k]->empty()) cast(*dst[k], *src[k]);
+      if ((with_output || k != LayerActivations::kStoredOut) && !dst[k]->empty()) cast(*dst[k], *src[k]);
   }
   return with_output ? act.out : TensorView();
 }
@@ -358,6 +362,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
   const GptTensors& g = params_->grads();
   const int64_t first = range_.first_layer, last = range_.last_layer;
   if (range_.head) {
+    MT_CHECK(output_grad.empty()) << op << ": the last stage's loss ends the graph; it takes no output gradient";
     const TensorView x = last > first ? slot.layers.back().out : slot.input;
     output_head_bwd(context(slot.in, slot.round, slot.dropout, last), final_norm_f32(), head_grads().final_norm,
                     as_f32(x, x32_[1]), slot.head, dx_);
@@ -390,6 +395,11 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
 StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& input, const TensorView& logits) {
   const char* op = "Stage::forward_only";
   const bool with_loss = range_.head && !batch.labels.empty();
+  if (!logits.empty()) {
+    MT_CHECK(range_.head) << op << ": only the last stage makes logits";
+    check_shape(logits, {s_ * b_, config_.padded_vocab_size() / tp_.size()}, op, "logits");
+    check_dtype(logits, DType::f32, op, "logits");
+  }
   double num_tokens = 0.0;
   if (with_loss) num_tokens = load_labels(batch, 0.0f, op);
   load_inputs(transient_in_, batch, op);
@@ -402,6 +412,8 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
                         transient_.attn_drop_mask, scratch_.dense, scratch_.sp_partial);
   } else {
     check_shape(input, x.shape, op, "input");
+    MT_CHECK(input.dtype == DType::f32 || input.dtype == config_.params_dtype)
+        << op << ": input hidden states must be f32 or " << dtype_name(config_.params_dtype) << ", got " << input.str();
     if (input.dtype == DType::f32)
       copy_tensor(x, input);
     else
@@ -418,10 +430,6 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
   if (!range_.head) {
     result.hidden = x;
     return result;
-  }
-  if (!logits.empty()) {
-    check_shape(logits, {s_ * b_, config_.padded_vocab_size() / tp_.size()}, op, "logits");
-    check_dtype(logits, DType::f32, op, "logits");
   }
   // The head's saved tensors are not needed: the final-norm statistics go to the transient.
   HeadSaved head;

@@ -26,7 +26,7 @@
 namespace mt {
 
 struct StageOptions {
-  int slots = 1;                    // micro-batches that may be in flight at once
+  int slots = 1;                    // micro-batches that may be in flight at once (0: forward-only use)
   int threads = 0;                  // threads the workspaces are sized for; 0 = the backend's
   int64_t head_chunk_tokens = 512;  // rows of logits alive at once in the output layer
   // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
@@ -37,8 +37,9 @@ struct StageOptions {
 // What a forward returns: the output hidden states (a stage without the head) or the loss sums
 // (the stage with it).
 struct StageForward {
-  // [Nl, h] in the activation dtype; for a training forward it stays valid until the slot's
-  // backward, otherwise until the next forward.
+  // [Nl, h]: a training forward's is the slot's own (activation dtype), valid until the slot's
+  // next forward; forward_only's is f32 scratch, valid until the next forward, backward or
+  // forward_only.
   TensorView hidden;
   LossSums loss;
 };
@@ -72,9 +73,9 @@ class Stage {
   int64_t micro_batch() const { return b_; }
   int slots() const { return static_cast<int>(slots_.size()); }
   bool slot_busy(int slot) const;
-  // Logits [rows, V_padded / t] of the last chunk of the last forward (all s·b rows when
-  // head_chunk_tokens >= s·b and grad_scale was 0); valid until the next forward() or backward(),
-  // since it shares memory with the layers' scratch. For tests.
+  // Logits [rows, V_padded / t] of the last chunk of the last forward() (all s·b rows when
+  // head_chunk_tokens >= s·b and grad_scale was 0); valid until the next forward(), backward() or
+  // forward_only(), since it shares memory with the layers' scratch. For tests.
   TensorView last_logits_chunk() const { return head_scratch_.logits_chunk; }
   // Bytes of saved activations (exact, as carved from the arena), all slots together.
   size_t activation_bytes() const { return activations_->requested(); }
@@ -107,7 +108,8 @@ class Stage {
   // output (with_output = false: a rerun before the backward that stops short of fc2 and returns
   // an empty view, see transformer_layer_fwd).
   TensorView layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
-  // The stage's input as f32 for its first layer: the slot's own, or (16-bit) staged.
+  // The input of `layer` as f32: the stage's input or the previous layer's saved output, itself
+  // or (16-bit) staged.
   TensorView layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging);
   // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
   LayerWeights layer_weights_f32(int64_t layer);

@@ -13,10 +13,13 @@
 #include "model/gpt.h"
 #include "model/stage.h"
 #include "ops/elementwise.h"
+#include "stage_testing.h"
 #include "testing.h"
 
 namespace mt {
 namespace {
+
+using namespace test;  // the stage test helpers (stage_testing.h)
 
 struct Variant {
   const char* name;
@@ -26,6 +29,7 @@ struct Variant {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   RecomputeMethod method = RecomputeMethod::uniform;
   int64_t recompute_layers = 1;
+  AttentionImpl attention = AttentionImpl::flash;
 };
 
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
@@ -38,123 +42,9 @@ ModelConfig make_config(const Variant& v, int64_t layers) {
   c.recompute_granularity = v.recompute;
   c.recompute_method = v.method;
   c.recompute_num_layers = v.recompute_layers;
+  c.attention_impl = v.attention;
   c.finalize();
   return c;
-}
-
-constexpr int64_t kBatch = 2;
-
-// One micro-batch with a loss mask and documents (position ids restart, attention stays inside).
-struct Batch {
-  test::HostTensor tokens, labels, mask, positions, doc_start;
-  Batch(const ModelConfig& c, uint64_t seed)
-      : tokens(test::randint({kBatch, c.seq_length}, static_cast<int32_t>(c.vocab_size), seed)),
-        labels(test::randint({kBatch, c.seq_length}, static_cast<int32_t>(c.vocab_size), seed + 100)),
-        mask(test::randn({kBatch, c.seq_length}, seed + 200)),
-        positions(DType::i32, {kBatch, c.seq_length}),
-        doc_start(DType::i32, {kBatch, c.seq_length}) {
-    test::HostTensor breaks = test::randint({kBatch, c.seq_length}, 4, seed + 300);
-    for (int64_t j = 0; j < kBatch; ++j) {
-      int32_t start = 0;
-      for (int64_t i = 0; i < c.seq_length; ++i) {
-        const int64_t at = j * c.seq_length + i;
-        if (i > 0 && breaks.i32()[at] == 0) start = static_cast<int32_t>(i);
-        doc_start.i32()[at] = start;
-        positions.i32()[at] = static_cast<int32_t>(i) - start;
-        mask.f32()[at] = mask.f32()[at] > -0.8f ? 1.0f : 0.0f;
-      }
-    }
-  }
-  MicroBatch view() {
-    return {tokens.view(), labels.view(), mask.view(), positions.view(), doc_start.view()};
-  }
-};
-
-ForwardOptions training(uint64_t round) {
-  ForwardOptions o;
-  o.dropout_round = round;
-  o.grad_scale = 0.5f;
-  return o;
-}
-
-void init(ParamStore& params) {
-  params.init(7);
-  params.zero_grads();
-}
-
-using Grads = std::map<std::string, std::vector<float>>;
-
-Grads grads_of(ParamStore& params) {
-  Grads g;
-  for (const Param& p : params.params()) g[p.name].assign(p.grad.f32(), p.grad.f32() + p.grad.numel());
-  return g;
-}
-
-void expect_identical(const Grads& actual, const Grads& expected, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (const auto& [name, want] : expected) {
-    const auto it = actual.find(name);
-    ASSERT_NE(it, actual.end()) << what << ": no gradient for " << name;
-    ASSERT_EQ(it->second.size(), want.size()) << what << ": " << name;
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += it->second[i] != want[i];
-    EXPECT_EQ(differ, 0u) << what << ": " << name << " differs in " << differ << " of " << want.size() << " entries";
-  }
-}
-
-// ---- Several micro-batches in flight on one Stage ----
-
-// A schedule step: the forward or backward of micro-batch mb, in slot mb % slots.
-struct Step {
-  bool forward;
-  int mb;
-};
-
-// Runs the schedule and returns each micro-batch's gradient and loss. Float addition does not
-// commute bit for bit, so the gradients of interleaved micro-batches summed in one buffer would
-// differ from the sequential run's in the last bits without anything being wrong; so the
-// gradients are zeroed before every step and each step's contribution is added to its
-// micro-batch's total (forward first: the output layer's share is made in the forward). A slot
-// mix-up (another micro-batch's masks, positions or saved tensors) changes those totals.
-struct PerMicroBatch {
-  std::vector<Grads> grads;
-  std::vector<double> losses;
-};
-
-PerMicroBatch run_schedule(const ModelConfig& c, const std::vector<Step>& schedule, int slots) {
-  StageOptions options;
-  options.slots = slots;
-  Stage stage(c, StageRange::whole(c), kBatch, cpu_backend(), nullptr, options);
-  init(stage.params());
-  const int micro_batches = static_cast<int>(schedule.size() / 2);
-  std::vector<Batch> batches;
-  for (int k = 0; k < micro_batches; ++k) batches.emplace_back(c, 10 + 7 * k);
-  PerMicroBatch out;
-  out.grads.resize(micro_batches);
-  out.losses.resize(micro_batches);
-  for (const Step& step : schedule) {
-    stage.params().zero_grads();
-    if (step.forward)
-      out.losses[step.mb] = stage.forward(step.mb % slots, batches[step.mb].view(), {}, training(40 + step.mb)).loss.loss_sum;
-    else
-      EXPECT_TRUE(stage.backward(step.mb % slots, {}).empty());  // the first stage returns no input gradient
-    Grads& total = out.grads[step.mb];
-    for (const auto& [name, g] : grads_of(stage.params())) {
-      std::vector<float>& t = total[name];
-      t.resize(g.size());
-      for (size_t i = 0; i < g.size(); ++i) t[i] += g[i];
-    }
-  }
-  return out;
-}
-
-std::vector<Step> sequential(int n) {
-  std::vector<Step> s;
-  for (int k = 0; k < n; ++k) {
-    s.push_back({true, k});
-    s.push_back({false, k});
-  }
-  return s;
 }
 
 class SlotSchedules : public ::testing::TestWithParam<Variant> {};
@@ -211,7 +101,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Variant{"gpt2_tied", false, true}, Variant{"llama", true, false},
                       Variant{"gpt2_full_recompute", false, true, DType::f32, RecomputeGranularity::full,
                               RecomputeMethod::uniform, 2},
-                      Variant{"llama_bf16", true, false, DType::bf16}),
+                      Variant{"llama_bf16", true, false, DType::bf16},
+                      Variant{"llama_bf16_full_recompute", true, false, DType::bf16, RecomputeGranularity::full,
+                              RecomputeMethod::uniform, 2},
+                      Variant{"gpt2_unfused_block_recompute", false, true, DType::f32, RecomputeGranularity::full,
+                              RecomputeMethod::block, 1, AttentionImpl::unfused}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(SlotSchedules, MisuseIsAnError) {
@@ -241,57 +135,30 @@ TEST(SlotSchedules, MisuseIsAnError) {
 class CutStages : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(CutStages, ThreeStagesReproduceTheUncutModelBitForBit) {
-  const ModelConfig c = make_config(GetParam(), 6);
-  Batch batch(c, 3);
-  const ForwardOptions fo = training(5);
-
-  GptModel whole(c, kBatch, cpu_backend(), nullptr);
-  init(whole.params());
-  const double loss = whole.forward(batch.view(), fo).loss_sum;
-  whole.backward();
-  const Grads expected = grads_of(whole.params());
-
   // [0, 2) with the embedding, [2, 3), [3, 6) with the final norm, output layer and loss.
-  const StageRange ranges[3] = {{0, 2, true, false}, {2, 3, false, false}, {3, 6, false, true}};
-  std::vector<std::unique_ptr<Stage>> stages;
-  for (const StageRange& r : ranges) {
-    stages.push_back(std::make_unique<Stage>(c, r, kBatch, cpu_backend(), nullptr));
-    init(stages.back()->params());
-  }
-  TensorView hidden;
-  StageForward out;
-  for (auto& stage : stages) {
-    out = stage->forward(0, batch.view(), hidden, fo);
-    hidden = out.hidden;
-  }
-  EXPECT_TRUE(out.hidden.empty());
-  EXPECT_EQ(out.loss.loss_sum, loss);
-  // Tied embeddings: the last stage holds a copy of the word embedding as its output layer. The
-  // embedding group's reduction, done before the first stage's backward (one micro-batch),
-  // repeats the uncut model's order of accumulation: the output layer's share first.
-  if (!c.untie_embeddings_and_output_weights) {
-    const Param& copy = stages[2]->params().get("embedding.word_embeddings.weight");
-    EXPECT_TRUE(copy.shared_embedding);
-    copy_tensor(stages[0]->params().get("embedding.word_embeddings.weight").grad, copy.grad);
-  }
-  TensorView grad;
-  for (int k = 2; k >= 0; --k) {
-    test::HostTensor passed(DType::f32, {grad.empty() ? 1 : grad.numel()});
-    if (!grad.empty()) {  // by copy, as a pipeline would send it
-      std::memcpy(passed.bytes.data(), grad.data, grad.bytes());
-      grad = passed.view().reshape(grad.shape);
-    }
-    grad = stages[k]->backward(0, grad);
-  }
-  EXPECT_TRUE(grad.empty());
-  Grads got;
-  for (auto& stage : stages)
-    for (auto& [name, g] : grads_of(stage->params()))
-      if (!stage->range().embedding && name == "embedding.word_embeddings.weight")
-        continue;  // the tied copy (checked through the first stage's gradient)
-      else
-        got[name] = g;
-  expect_identical(got, expected, GetParam().name);
+  expect_cut_matches_uncut(make_config(GetParam(), 6),
+                           {{0, 2, true, false}, {2, 3, false, false}, {3, 6, false, true}}, GetParam().name);
+}
+
+// A stage may hold only the embedding or only the head; a middle stage may receive f32 hidden
+// states (a bf16 stage takes either dtype).
+TEST(CutStages, StagesWithoutLayersAndF32Handoffs) {
+  expect_cut_matches_uncut(make_config({"gpt2", false, true}, 6),
+                           {{0, 0, true, false}, {0, 3, false, false}, {3, 6, false, false}, {6, 6, false, true}},
+                           "embedding-only and head-only stages");
+  const ModelConfig c = make_config({"llama_bf16", true, false, DType::bf16}, 4);
+  Batch batch(c, 8);
+  Stage first(c, {0, 2, true, false}, kBatch, cpu_backend(), nullptr);
+  Stage second(c, {2, 4, false, true}, kBatch, cpu_backend(), nullptr);
+  init(first.params());
+  init(second.params());
+  const TensorView h = first.forward(0, batch.view(), {}, training(2)).hidden;
+  ASSERT_EQ(h.dtype, DType::bf16);
+  test::HostTensor widened(DType::f32, h.shape);
+  cast(widened.view(), h);
+  const double from_bf16 = second.forward(0, batch.view(), h, ForwardOptions{}).loss.loss_sum;
+  const double from_f32 = second.forward(0, batch.view(), widened.view(), ForwardOptions{}).loss.loss_sum;
+  EXPECT_EQ(from_f32, from_bf16);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -302,7 +169,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{"llama_recompute_uniform2", true, false, DType::f32, RecomputeGranularity::full,
                               RecomputeMethod::uniform, 2},
                       Variant{"gpt2_recompute_block1", false, true, DType::f32, RecomputeGranularity::full,
-                              RecomputeMethod::block, 1}),
+                              RecomputeMethod::block, 1},
+                      Variant{"llama_bf16_recompute_uniform2", true, false, DType::bf16, RecomputeGranularity::full,
+                              RecomputeMethod::uniform, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(CutStages, StagesHoldOnlyTheirParametersUnderGlobalNames) {
@@ -357,11 +226,28 @@ TEST_P(ForwardOnly, GivesTheTrainingForwardsLogitsExactly) {
   inputs.labels = TensorView();
   std::vector<std::unique_ptr<Stage>> stages;
   for (const StageRange& r : ranges) {
-    stages.push_back(std::make_unique<Stage>(c, r, kBatch, cpu_backend(), nullptr, StageOptions{0}));  // inference: no slots
+    stages.push_back(std::make_unique<Stage>(c, r, kBatch, cpu_backend(), nullptr, StageOptions{.slots = 0}));  // inference
     init(stages.back()->params());
     hidden = stages.back()->forward_only(inputs, hidden, r.head ? staged.view() : TensorView()).hidden;
   }
   for (int64_t i = 0; i < N * V; ++i) ASSERT_EQ(staged.f32()[i], expected[i]) << "logit " << i;
+}
+
+// Evaluation's use: the loss sums through the output layer's chunks (here 5 rows, fewer than N).
+TEST_P(ForwardOnly, GivesTheEvaluationForwardsLossExactly) {
+  const ModelConfig c = make_config(GetParam(), 3);
+  GptModelOptions options;
+  options.head_chunk_tokens = 5;
+  GptModel model(c, kBatch, cpu_backend(), nullptr, options);
+  init(model.params());
+  Batch batch(c, 9);
+  ForwardOptions eval;
+  eval.dropout = false;
+  const LossSums expected = model.forward(batch.view(), eval);
+  const LossSums got = model.forward_only(batch.view());
+  EXPECT_EQ(got.loss_sum, expected.loss_sum);
+  EXPECT_EQ(got.num_tokens, expected.num_tokens);
+  EXPECT_GT(got.loss_sum, 0.0);
 }
 
 TEST_P(ForwardOnly, LeavesASlotInFlightUntouched) {
@@ -383,7 +269,9 @@ TEST_P(ForwardOnly, LeavesASlotInFlightUntouched) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, ForwardOnly,
                          ::testing::Values(Variant{"gpt2_tied", false, true}, Variant{"llama", true, false},
-                                           Variant{"llama_bf16", true, false, DType::bf16}),
+                                           Variant{"llama_bf16", true, false, DType::bf16},
+                                           Variant{"gpt2_unfused", false, true, DType::f32, RecomputeGranularity::none,
+                                                   RecomputeMethod::uniform, 1, AttentionImpl::unfused}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
