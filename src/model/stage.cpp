@@ -290,6 +290,16 @@ LossSums Stage::loss_sums(double num_tokens) {
   return sums;
 }
 
+void Stage::receive(const TensorView& input, const TensorView& dst, const char* op) {
+  check_shape(input, dst.shape, op, "input");
+  MT_CHECK(input.dtype == DType::f32 || input.dtype == config_.params_dtype)
+      << op << ": input hidden states must be f32 or " << dtype_name(config_.params_dtype) << ", got " << input.str();
+  if (input.dtype == dst.dtype)
+    copy_tensor(dst, input);
+  else
+    cast(dst, input);
+}
+
 TensorView Stage::layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging) {
   return as_f32(layer == range_.first_layer ? slot.input : slot.layers[local(layer) - 1].out, staging);
 }
@@ -332,13 +342,7 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
                         slot.emb_drop_mask, scratch_.dense, scratch_.sp_partial);
     if (mixed()) cast(slot.input, x);
   } else {
-    check_shape(input, slot.input.shape, op, "input");
-    MT_CHECK(input.dtype == DType::f32 || input.dtype == slot.input.dtype)
-        << op << ": input hidden states must be f32 or " << dtype_name(slot.input.dtype) << ", got " << input.str();
-    if (input.dtype == slot.input.dtype)
-      copy_tensor(slot.input, input);
-    else
-      cast(slot.input, input);
+    receive(input, slot.input, op);
     x = as_f32(slot.input, x);
   }
   for (int64_t i = first; i < range_.last_layer; ++i) x = layer_fwd(slot, i, x, options.dropout);
@@ -411,14 +415,8 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
     embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {transient_in_.tokens, ctx.positions}, x,
                         transient_.attn_drop_mask, scratch_.dense, scratch_.sp_partial);
   } else {
-    check_shape(input, x.shape, op, "input");
-    MT_CHECK(input.dtype == DType::f32 || input.dtype == config_.params_dtype)
-        << op << ": input hidden states must be f32 or " << dtype_name(config_.params_dtype) << ", got " << input.str();
-    if (input.dtype == DType::f32)
-      copy_tensor(x, input);
-    else
-      cast(x, input);
-    round_to_dtype(x, config_.params_dtype);
+    receive(input, x, op);
+    round_to_dtype(x, config_.params_dtype);  // as the training forward's copy in the activation dtype
   }
   for (int64_t i = first; i < range_.last_layer; ++i) {
     LayerActivations act = transient_;

@@ -108,6 +108,8 @@ class Stage {
   // output (with_output = false: a rerun before the backward that stops short of fc2 and returns
   // an empty view, see transformer_layer_fwd).
   TensorView layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
+  // The previous stage's output hidden states (f32 or the activation dtype) into dst, checked.
+  void receive(const TensorView& input, const TensorView& dst, const char* op);
   // The input of `layer` as f32: the stage's input or the previous layer's saved output, itself
   // or (16-bit) staged.
   TensorView layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging);
