@@ -9,6 +9,7 @@ StageOptions stage_options(const GptModelOptions& o) {
   s.threads = o.threads;
   s.head_chunk_tokens = o.head_chunk_tokens;
   s.tp_comm = o.tp_comm;
+  s.ddp = o.ddp;
   return s;
 }
 }  // namespace

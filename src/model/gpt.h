@@ -15,6 +15,7 @@ struct GptModelOptions {
   // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
   // flag is taken from the config. Every rank of the group runs the same micro-batch.
   Communicator* tp_comm = nullptr;
+  DdpConfig ddp;  // how the parameter and gradient buffers are laid out (param_layout.h)
 };
 
 class GptModel {

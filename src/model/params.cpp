@@ -86,26 +86,35 @@ ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracke
     : ParamStore(config, StageRange::whole(config), backend, tracker, tp_rank) {}
 
 ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker,
-                       int tp_rank)
+                       int tp_rank, const DdpConfig& ddp)
     : config_(config), range_(range), backend_(backend), tp_rank_(tp_rank) {
   const int t = static_cast<int>(config_.tensor_model_parallel_size);
   MT_CHECK(tp_rank >= 0 && tp_rank < t) << "tensor-parallel rank " << tp_rank << " out of [0, " << t << ")";
   range_.validate(config_);
-  std::vector<ParamSpec> specs = param_specs(config_, range_);
-  Arena measure_values(MemCategory::weights), measure_grads(MemCategory::grads);
-  for (const ParamSpec& s : specs) {
-    measure_values.alloc(config_.params_dtype, shard_shape(s.shape, s.shard, t));
-    measure_grads.alloc(DType::f32, shard_shape(s.shape, s.shard, t));
-  }
-  value_arena_ = std::make_unique<Arena>(backend, MemCategory::weights, measure_values.used(), tracker);
-  grad_arena_ = std::make_unique<Arena>(backend, MemCategory::grads, measure_grads.used(), tracker);
-  for (const ParamSpec& s : specs) {
+  const std::vector<ParamSpec> specs = param_specs(config_, range_);
+  std::vector<LayoutParam> sizes;
+  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
+  layout_ = ddp_buffer_layout(sizes, ddp);
+  // One value buffer and one gradient buffer, each parameter at its layout offset in both (the
+  // padding Megatron's layout leaves between them stays zero).
+  const auto buffer = [&](DType dtype, MemCategory category, std::unique_ptr<Arena>& arena) {
+    const size_t bytes = static_cast<size_t>(layout_.numel) * dtype_size(dtype);
+    arena = std::make_unique<Arena>(backend, category, (bytes + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign,
+                                    tracker);
+    const TensorView flat = arena->alloc(dtype, {layout_.numel});
+    arena->zero_used();
+    return flat;
+  };
+  const TensorView values = buffer(config_.params_dtype, MemCategory::weights, value_arena_);
+  grad_buffer_ = buffer(DType::f32, MemCategory::grads, grad_arena_);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ParamSpec& s = specs[i];
     const Shape local = shard_shape(s.shape, s.shard, t);
-    params_.push_back({s.name, value_arena_->alloc(config_.params_dtype, local), grad_arena_->alloc(DType::f32, local),
-                       s.init, is_decayed(s), s.shape, s.shard, s.sequence_parallel && t > 1, s.shared_embedding});
+    const BufferRange at = layout_.params[i];
+    params_.push_back({s.name, values.rows(at.start, at.numel()).reshape(local),
+                       grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape, s.shard,
+                       s.sequence_parallel && t > 1, s.shared_embedding, at.start});
   }
-  value_arena_->zero_used();
-  grad_arena_->zero_used();
   values_ = collect(false);
   grads_ = collect(true);
 }
@@ -154,9 +163,9 @@ Param& ParamStore::get(const std::string& name) {
   MT_FAIL() << "no parameter named '" << name << "'; the model has:" << known;
 }
 
-TensorView ParamStore::grad_buffer() const {
-  return TensorView(params_.front().grad.data, DType::f32,
-                    {static_cast<int64_t>(grad_arena_->used() / dtype_size(DType::f32))});
+TensorView ParamStore::bucket_grads(size_t bucket) const {
+  const BufferRange r = layout_.buckets.at(bucket).range;
+  return grad_buffer_.rows(r.start, r.numel());
 }
 
 int64_t ParamStore::numel() const {

@@ -12,6 +12,7 @@
 #include "backend/arena.h"
 #include "model/config.h"
 #include "model/layer.h"
+#include "model/param_layout.h"
 #include "parallel/shard.h"
 
 namespace mt {
@@ -34,6 +35,9 @@ struct Param {
   // the first stage's copy and the last stage's (its output layer). Their gradients are summed
   // over the embedding group so the copies stay identical (by the pipeline's gradient sync).
   bool shared_embedding = false;
+  // Element offset of value and gradient in the store's buffers (ParamStore::layout()); the
+  // optimizer lays its state out at the same offsets. -1: not in a store (made by hand).
+  int64_t buffer_offset = -1;
 };
 
 // Views of a stage's tensors by role (all values, or all gradients); shapes are this
@@ -51,9 +55,11 @@ struct GptTensors {
 class ParamStore {
  public:
   // Holds tensor-parallel rank `tp_rank`'s shards (config.tensor_model_parallel_size ranks) of
-  // the parameters of `range` (the whole model when not given).
+  // the parameters of `range` (the whole model when not given), values and gradients each in one
+  // buffer laid out as Megatron's DDP lays them out under `ddp` (param_layout.h).
   ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
-  ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
+  ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker, int tp_rank = 0,
+             const DdpConfig& ddp = {});
 
   // Megatron's init for every parameter (layout-invariant: keyed by name and global index).
   void init(uint64_t seed);
@@ -64,9 +70,11 @@ class ParamStore {
   // The parameter of that name, or mt::Error listing what exists.
   Param& get(const std::string& name);
   int64_t numel() const;
-  // Every gradient as one flat f32 view (the alignment gaps between them stay zero), so one
-  // collective moves them all.
-  TensorView grad_buffer() const;
+  // Every gradient as one flat f32 view (the layout's padding stays zero), so one collective
+  // moves them all; and the part of one bucket.
+  TensorView grad_buffer() const { return grad_buffer_; }
+  TensorView bucket_grads(size_t bucket) const;
+  const DdpBufferLayout& layout() const { return layout_; }
 
   // Views by role, built once (they are read every step).
   const GptTensors& values() const { return values_; }
@@ -81,8 +89,10 @@ class ParamStore {
   Backend& backend_;
   int tp_rank_ = 0;
   std::vector<Param> params_;
+  DdpBufferLayout layout_;
   std::unique_ptr<Arena> value_arena_;
   std::unique_ptr<Arena> grad_arena_;
+  TensorView grad_buffer_;  // f32 [layout_.numel]
   GptTensors values_, grads_;
 };
 

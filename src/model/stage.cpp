@@ -31,7 +31,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   shape_ = {s_, b_, tp_.sp() ? tp_.size() : 1};
   const int threads = options.threads > 0 ? options.threads : backend.max_threads();
   head_chunk_ = std::min(options.head_chunk_tokens, s_ * b_);
-  params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, tp_.rank());
+  params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, tp_.rank(), options.ddp);
   slots_.resize(static_cast<size_t>(options.slots));
   // Run the carving once on measuring arenas to learn the exact sizes, then for real.
   Arena measure_act(MemCategory::activations), measure_ws(MemCategory::workspace);

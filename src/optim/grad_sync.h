@@ -11,8 +11,9 @@ namespace mt {
 
 // 1. Parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced over
 //    `tp` (their gradients are partial sums until then).
-// 2. Every gradient is summed over `dp` in one all-reduce of params.grad_buffer(): the grad scale
-//    already carries Megatron's 1/dp averaging, so a plain sum is the average.
+// 2. Every gradient is summed over `dp`, one all-reduce per bucket of the gradient buffer
+//    (ParamStore::layout(); one bucket without --overlap-grad-reduce): the grad scale already
+//    carries Megatron's 1/dp averaging, so a plain sum is the average.
 // Null or size-1 groups skip their step.
 void finalize_model_grads(ParamStore& params, Communicator* tp, Communicator* dp);
 

@@ -44,14 +44,32 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel,
              int tp_rank)
     : params_(params), model_parallel_(model_parallel), tp_rank_(tp_rank) {
+  // The state lies parallel to the gradient buffer: each parameter's moments (and f32 main copy)
+  // at its buffer offset, so a slice of the gradient buffer is the same slice of the state.
+  // Parameters in no buffer follow, one after another.
+  std::vector<int64_t> offsets;
+  int64_t extent = 0;
+  bool any_16bit = false;
+  for (const Param& p : params_) {
+    if (p.buffer_offset >= 0) extent = std::max(extent, p.buffer_offset + p.value.numel());
+    any_16bit = any_16bit || p.value.dtype != DType::f32;
+  }
+  for (const Param& p : params_) {
+    offsets.push_back(p.buffer_offset >= 0 ? p.buffer_offset : extent);
+    if (p.buffer_offset < 0) extent += p.value.numel();
+  }
   auto carve = [&](Arena& arena) {
+    const TensorView m = arena.alloc(DType::f32, {extent}), v = arena.alloc(DType::f32, {extent});
+    const TensorView main = any_16bit ? arena.alloc(DType::f32, {extent}) : TensorView();
     m_.clear();
     v_.clear();
     main_.clear();
-    for (const Param& p : params_) {
-      m_.push_back(arena.alloc(DType::f32, p.value.shape));
-      v_.push_back(arena.alloc(DType::f32, p.value.shape));
-      main_.push_back(p.value.dtype == DType::f32 ? p.value : arena.alloc(DType::f32, p.value.shape));
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Param& p = params_[i];
+      auto at = [&](const TensorView& buffer) { return buffer.rows(offsets[i], p.value.numel()).reshape(p.value.shape); };
+      m_.push_back(at(m));
+      v_.push_back(at(v));
+      main_.push_back(p.value.dtype == DType::f32 ? p.value : at(main));
     }
   };
   Arena measure(MemCategory::optimizer);

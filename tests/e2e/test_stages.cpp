@@ -224,9 +224,11 @@ TEST_P(ForwardOnly, GivesTheTrainingForwardsLogitsExactly) {
   TensorView hidden;
   MicroBatch inputs = batch.view();
   inputs.labels = TensorView();
+  StageOptions inference;
+  inference.slots = 0;
   std::vector<std::unique_ptr<Stage>> stages;
   for (const StageRange& r : ranges) {
-    stages.push_back(std::make_unique<Stage>(c, r, kBatch, cpu_backend(), nullptr, StageOptions{.slots = 0}));  // inference
+    stages.push_back(std::make_unique<Stage>(c, r, kBatch, cpu_backend(), nullptr, inference));
     init(stages.back()->params());
     hidden = stages.back()->forward_only(inputs, hidden, r.head ? staged.view() : TensorView()).hidden;
   }

@@ -2,7 +2,7 @@
 // order, 64-element parameter starts and lcm(dp, 128) bucket ends under the distributed optimizer,
 // bucket boundaries at --ddp-bucket-size, the shared embedding's own bucket, and each rank's shard.
 #include "model/params.h"
-#include "optim/ddp_layout.h"
+#include "model/param_layout.h"
 #include "testing.h"
 
 namespace mt {
@@ -87,19 +87,26 @@ TEST(DdpLayout, ModelParametersTileTheBufferAndTheTiedCopiesAreMarked) {
   ModelConfig c = test::tiny_gpt(false, 9);  // tied embeddings
   c.num_layers = 4;
   c.finalize();
-  ParamStore first(c, {0, 2, true, false}, cpu_backend(), nullptr);
-  ParamStore last(c, {2, 4, false, true}, cpu_backend(), nullptr);
-  ParamStore whole(c, cpu_backend(), nullptr);
-  EXPECT_TRUE(first.get("embedding.word_embeddings.weight").shared_embedding);
-  EXPECT_TRUE(last.get("embedding.word_embeddings.weight").shared_embedding);
-  EXPECT_FALSE(whole.get("embedding.word_embeddings.weight").shared_embedding);
   DdpConfig d{4};
   d.use_distributed_optimizer = true;
   d.overlap_grad_reduce = true;
   d.bucket_size = 2000;
+  ParamStore first(c, {0, 2, true, false}, cpu_backend(), nullptr, 0, d);
+  ParamStore last(c, {2, 4, false, true}, cpu_backend(), nullptr, 0, d);
+  ParamStore whole(c, StageRange::whole(c), cpu_backend(), nullptr, 0, d);
+  EXPECT_TRUE(first.get("embedding.word_embeddings.weight").shared_embedding);
+  EXPECT_TRUE(last.get("embedding.word_embeddings.weight").shared_embedding);
+  EXPECT_FALSE(whole.get("embedding.word_embeddings.weight").shared_embedding);
   for (ParamStore* store : {&first, &last, &whole}) {
     const std::vector<Param>& params = store->params();
-    const DdpBufferLayout l = ddp_buffer_layout(params, d);
+    const DdpBufferLayout& l = store->layout();
+    // Values and gradients sit at their layout offsets of the two buffers.
+    EXPECT_EQ(store->grad_buffer().numel(), l.numel);
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_EQ(params[i].buffer_offset, l.params[i].start);
+      EXPECT_EQ(params[i].grad.f32(), store->grad_buffer().f32() + l.params[i].start) << params[i].name;
+      EXPECT_EQ(params[i].value.f32(), params[0].value.f32() - l.params[0].start + l.params[i].start);
+    }
     int64_t previous_end = 0;
     for (size_t k = 0; k < l.buckets.size(); ++k) {
       const DdpBucket& b = l.buckets[k];

@@ -1,4 +1,4 @@
-#include "optim/ddp_layout.h"
+#include "model/param_layout.h"
 
 #include <algorithm>
 #include <numeric>
@@ -68,12 +68,6 @@ DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const 
   if (!open.params.empty()) close(next);
   layout.numel = bucket_start;
   return layout;
-}
-
-DdpBufferLayout ddp_buffer_layout(const std::vector<Param>& params, const DdpConfig& config) {
-  std::vector<LayoutParam> sizes;
-  for (const Param& p : params) sizes.push_back({p.value.numel(), p.shared_embedding});
-  return ddp_buffer_layout(sizes, config);
 }
 
 }  // namespace mt

@@ -1,5 +1,5 @@
 // Owns the layout of Megatron's DDP buffers (megatron/core/distributed/param_and_grad_buffer.py):
-// where each parameter's values and gradient sit in one contiguous buffer, how the buffer splits
+// where each parameter's values, gradient and optimizer state sit in contiguous buffers, how the buffer splits
 // into buckets (the unit of one gradient reduction), and which piece of each bucket a
 // data-parallel rank owns under the distributed optimizer. A pure function of the parameter
 // sizes and the DDP settings, so every rank computes the same layout without communicating.
@@ -20,7 +20,6 @@
 #include <optional>
 #include <vector>
 
-#include "model/params.h"
 
 namespace mt {
 
@@ -66,7 +65,5 @@ struct DdpBufferLayout {
 
 // `params` in registration order. Throws mt::Error on a non-positive size or dp.
 DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const DdpConfig& config);
-// The layout of a ParamStore's parameters.
-DdpBufferLayout ddp_buffer_layout(const std::vector<Param>& params, const DdpConfig& config);
 
 }  // namespace mt
