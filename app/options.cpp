@@ -107,6 +107,7 @@ const std::vector<OptionSpec> kTable = {
     {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
     // Parallelism.
     {"--tensor-model-parallel-size", T::integer, "1", "ranks each layer is split over (heads, MLP width and vocabulary)", "", "train"},
+    {"--use-distributed-optimizer", T::flag, "", "shard the optimizer state over the data-parallel ranks (ZeRO-1): gradients reduce-scattered, parameters all-gathered", "", "train"},
     {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
     // Configuration files.

@@ -105,7 +105,8 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
     arena->zero_used();
     return flat;
   };
-  const TensorView values = buffer(config_.params_dtype, MemCategory::weights, value_arena_);
+  value_buffer_ = buffer(config_.params_dtype, MemCategory::weights, value_arena_);
+  const TensorView values = value_buffer_;
   grad_buffer_ = buffer(DType::f32, MemCategory::grads, grad_arena_);
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
@@ -166,6 +167,11 @@ Param& ParamStore::get(const std::string& name) {
 TensorView ParamStore::bucket_grads(size_t bucket) const {
   const BufferRange r = layout_.buckets.at(bucket).range;
   return grad_buffer_.rows(r.start, r.numel());
+}
+
+TensorView ParamStore::bucket_values(size_t bucket) const {
+  const BufferRange r = layout_.buckets.at(bucket).range;
+  return value_buffer_.rows(r.start, r.numel());
 }
 
 int64_t ParamStore::numel() const {

@@ -74,6 +74,8 @@ class ParamStore {
   // moves them all; and the part of one bucket.
   TensorView grad_buffer() const { return grad_buffer_; }
   TensorView bucket_grads(size_t bucket) const;
+  // The values likewise (the parameters' dtype).
+  TensorView bucket_values(size_t bucket) const;
   const DdpBufferLayout& layout() const { return layout_; }
 
   // Views by role, built once (they are read every step).
@@ -92,7 +94,8 @@ class ParamStore {
   DdpBufferLayout layout_;
   std::unique_ptr<Arena> value_arena_;
   std::unique_ptr<Arena> grad_arena_;
-  TensorView grad_buffer_;  // f32 [layout_.numel]
+  TensorView value_buffer_;  // [layout_.numel] in the parameters' dtype
+  TensorView grad_buffer_;   // f32 [layout_.numel]
   GptTensors values_, grads_;
 };
 

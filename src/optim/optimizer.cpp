@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+#include "parallel/process_groups.h"
 
 namespace mt {
 
@@ -42,34 +43,57 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 }
 
 AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel,
-             int tp_rank)
+             int tp_rank, const DistributedShard& shard)
     : params_(params), model_parallel_(model_parallel), tp_rank_(tp_rank) {
-  // The state lies parallel to the gradient buffer: each parameter's moments (and f32 main copy)
-  // at its buffer offset, so a slice of the gradient buffer is the same slice of the state.
-  // Parameters in no buffer follow, one after another.
-  std::vector<int64_t> offsets;
-  int64_t extent = 0;
+  // Which elements this rank updates, and where their state lies: whole parameters at their
+  // gradient-buffer offsets (parameters in no buffer after those, one after another), so a slice
+  // of the gradient buffer is the same slice of the state; or under the distributed optimizer the
+  // parts inside this rank's shard of every bucket, the shards one after another.
+  struct Place {
+    size_t param;
+    int64_t begin, end, state;
+  };
+  std::vector<Place> places;
   bool any_16bit = false;
-  for (const Param& p : params_) {
-    if (p.buffer_offset >= 0) extent = std::max(extent, p.buffer_offset + p.value.numel());
-    any_16bit = any_16bit || p.value.dtype != DType::f32;
-  }
-  for (const Param& p : params_) {
-    offsets.push_back(p.buffer_offset >= 0 ? p.buffer_offset : extent);
-    if (p.buffer_offset < 0) extent += p.value.numel();
-  }
-  auto carve = [&](Arena& arena) {
-    const TensorView m = arena.alloc(DType::f32, {extent}), v = arena.alloc(DType::f32, {extent});
-    const TensorView main = any_16bit ? arena.alloc(DType::f32, {extent}) : TensorView();
-    m_.clear();
-    v_.clear();
-    main_.clear();
+  for (const Param& p : params_) any_16bit = any_16bit || p.value.dtype != DType::f32;
+  if (shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1) {
+    data_parallel_ = shard.dp;
+    MT_CHECK(shard.layout->params.size() == params_.size())
+        << "the distributed optimizer's layout has " << shard.layout->params.size() << " parameters, the model "
+        << params_.size();
+    for (const DdpBucket& bucket : shard.layout->buckets) {
+      const BufferRange mine = bucket.shard(shard.dp->rank(), shard.dp->size());
+      for (int i : bucket.params) {
+        const BufferRange at = shard.layout->params[static_cast<size_t>(i)];
+        const int64_t lo = std::max(at.start, mine.start), hi = std::min(at.end, mine.end);
+        if (lo < hi) places.push_back({static_cast<size_t>(i), lo - at.start, hi - at.start, state_numel_ + lo - mine.start});
+      }
+      state_numel_ += mine.numel();
+    }
+  } else {
+    for (const Param& p : params_)
+      if (p.buffer_offset >= 0) state_numel_ = std::max(state_numel_, p.buffer_offset + p.value.numel());
     for (size_t i = 0; i < params_.size(); ++i) {
       const Param& p = params_[i];
-      auto at = [&](const TensorView& buffer) { return buffer.rows(offsets[i], p.value.numel()).reshape(p.value.shape); };
-      m_.push_back(at(m));
-      v_.push_back(at(v));
-      main_.push_back(p.value.dtype == DType::f32 ? p.value : at(main));
+      places.push_back({i, 0, p.value.numel(), p.buffer_offset >= 0 ? p.buffer_offset : state_numel_});
+      if (p.buffer_offset < 0) state_numel_ += p.value.numel();
+    }
+  }
+  auto carve = [&](Arena& arena) {
+    const TensorView m = arena.alloc(DType::f32, {state_numel_}), v = arena.alloc(DType::f32, {state_numel_});
+    const TensorView main = any_16bit ? arena.alloc(DType::f32, {state_numel_}) : TensorView();
+    segments_.clear();
+    for (const Place& at : places) {
+      const Param& p = params_[at.param];
+      const int64_t n = at.end - at.begin;
+      Segment s;
+      s.param = at.param;
+      s.begin = at.begin;
+      s.end = at.end;
+      s.m = m.rows(at.state, n);
+      s.v = v.rows(at.state, n);
+      if (p.value.dtype != DType::f32) s.main = main.rows(at.state, n);
+      segments_.push_back(s);
     }
   };
   Arena measure(MemCategory::optimizer);
@@ -77,8 +101,18 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
   state_ = std::make_unique<Arena>(backend, MemCategory::optimizer, measure.used(), tracker);
   carve(*state_);
   state_->zero_used();
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (main_[i].data != params_[i].value.data) cast(main_[i], params_[i].value);
+  for (const Segment& s : segments_)
+    if (!s.main.empty()) cast(s.main, value_of(s));
+}
+
+TensorView AdamW::grad_of(const Segment& s) const {
+  const TensorView& g = params_[s.param].grad;
+  return g.reshape({g.numel()}).rows(s.begin, s.end - s.begin);
+}
+
+TensorView AdamW::value_of(const Segment& s) const {
+  const TensorView& v = params_[s.param].value;
+  return v.reshape({v.numel()}).rows(s.begin, s.end - s.begin);
 }
 
 // Two passes over the gradients instead of up to five (unscale, norm, clip, update, 16-bit
@@ -90,14 +124,16 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   StepResult result;
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
-  for (const Param& p : params_)
-    if (counts_in_norm(p, tp_rank_)) norm_grads_.push_back(p.grad);
+  for (const Segment& s : segments_)
+    if (counts_in_norm(params_[s.param], tp_rank_)) norm_grads_.push_back(grad_of(s));
   norm_sums_.resize(norm_grads_.size());
   const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);
   unscaled_sum_squares_multi(norm_grads_, unscale, norm_scratch_, norm_sums_);
   double sum = 0.0;  // in parameter order, as grad_norm adds them
   for (double s : norm_sums_) sum += s;
+  // Under the distributed optimizer each dp rank holds the sums of its shards only.
+  if (data_parallel_) sum = sum_over(data_parallel_, sum);
   result.grad_norm = norm_over(sum, model_parallel_);
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
@@ -114,10 +150,11 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   hp.grad_unscale = unscale;
   hp.grad_clip = clip;
   update_.clear();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const bool has_main = main_[i].data != params_[i].value.data;
-    update_.push_back({main_[i], params_[i].grad, m_[i], v_[i], has_main ? params_[i].value : TensorView(),
-                       params_[i].weight_decay ? weight_decay : 0.0f});
+  for (const Segment& s : segments_) {
+    const TensorView value = value_of(s);
+    // f32 parameters are their own master copy; 16-bit ones receive the updated master's rounding.
+    update_.push_back({s.main.empty() ? value : s.main, grad_of(s), s.m, s.v, s.main.empty() ? TensorView() : value,
+                       params_[s.param].weight_decay ? weight_decay : 0.0f});
   }
   adamw_update_multi(update_, hp);
   return result;

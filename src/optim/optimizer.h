@@ -37,18 +37,28 @@ double clip_coefficient(double norm, double clip_grad);
 // gradient by coeff. Returns the coefficient applied (1 when none).
 double clip_grads(const std::vector<Param>& params, double norm, double clip_grad);
 
+// The distributed optimizer (--use-distributed-optimizer, ZeRO-1): this data-parallel rank
+// updates, and keeps state for, only DdpBucket::shard(dp rank) of every bucket of `layout` (the
+// parameters' ParamStore::layout()); the gradient norm's partial sums are added over `dp`.
+struct DistributedShard {
+  const DdpBufferLayout* layout = nullptr;  // null: every rank updates every parameter
+  Communicator* dp = nullptr;
+};
+
 class AdamW {
  public:
   // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
   // rank (see grad_norm).
   AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
-        int tp_rank = 0);
+        int tp_rank = 0, const DistributedShard& shard = {});
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
     bool found_inf = false;  // a gradient was inf/NaN: nothing was updated
   };
-  // One step: global norm of the gradients unscaled by 1/loss_scale (a non-finite norm skips the
+  // One step (of this rank's shard under the distributed optimizer, whose gradients must be
+  // reduced and whose updated values gathered around it: DataParallelSync): global norm of the
+  // gradients unscaled by 1/loss_scale (a non-finite norm skips the
   // step, as Megatron's found_inf does), clip, AdamW update of the f32 main parameters at
   // learning rate `lr` and weight decay `weight_decay` (the schedules decide both), and copy them
   // into the 16-bit model parameters. Two passes over the gradients (norm; fused unscale + clip +
@@ -57,14 +67,27 @@ class AdamW {
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
   int64_t steps() const { return step_; }
+  // Elements of parameters this rank updates (and keeps state for).
+  int64_t state_numel() const { return state_numel_; }
 
  private:
+  // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
+  // parameter's value and gradient views are read at every step (a caller may repoint them).
+  struct Segment {
+    size_t param = 0;
+    int64_t begin = 0, end = 0;
+    TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
+  };
+  TensorView grad_of(const Segment& s) const;
+  TensorView value_of(const Segment& s) const;
+
   std::vector<Param>& params_;
   Communicator* model_parallel_ = nullptr;
+  Communicator* data_parallel_ = nullptr;  // the distributed optimizer's group
   int tp_rank_ = 0;
   std::unique_ptr<Arena> state_;
-  std::vector<TensorView> m_, v_;
-  std::vector<TensorView> main_;  // f32 master copies (the parameters themselves when f32)
+  int64_t state_numel_ = 0;
+  std::vector<Segment> segments_;
   int64_t step_ = 0;
   // Reused by every step (sized by the first): the multi-tensor launches' argument lists and the
   // norm's per-chunk partial sums.

@@ -22,6 +22,9 @@ struct TrainConfig {
   int64_t data_parallel_rank = 0;
   // --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp instead of Megatron's default tp-cp-ep-dp-pp.
   bool use_tp_pp_dp_mapping = false;
+  // --use-distributed-optimizer: each data-parallel rank keeps the optimizer state of, and
+  // updates, 1/dp of the parameters (ZeRO-1); gradients are reduce-scattered, parameters gathered.
+  bool use_distributed_optimizer = false;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

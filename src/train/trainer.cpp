@@ -100,12 +100,18 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   }
   GptModelOptions model_options;
   model_options.tp_comm = groups_.tp.get();
+  model_options.ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
+  model_options.ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
   Backend& backend = backend_of(context);
   model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, backend, &memory_, model_options);
   model_->set_seed(config_.seed);
   model_->params().init(config_.seed);
-  optimizer_ = std::make_unique<AdamW>(model_->params().params(), backend, &memory_, groups_.model_parallel.get(),
-                                       groups_.tp->rank());
+  ParamStore& params = model_->params();
+  const DistributedShard shard{config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()};
+  optimizer_ = std::make_unique<AdamW>(params.params(), backend, &memory_, groups_.model_parallel.get(),
+                                       groups_.tp->rank(), shard);
+  dp_sync_ = std::make_unique<DataParallelSync>(params, groups_.tp.get(), groups_.dp.get(),
+                                                config_.use_distributed_optimizer, backend, &memory_);
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -152,7 +158,7 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
-  finalize_model_grads(model_->params(), groups_.tp.get(), groups_.dp.get());
+  dp_sync_->reduce_grads();
   result.loss_sum = dp_sum(result.loss_sum);
   result.num_tokens = dp_sum(result.num_tokens);
   return result;
@@ -171,6 +177,7 @@ IterationStats Trainer::train_step() {
   // An overflow under loss scaling skips the update and backs the scale off (Megatron's
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
   st.skipped = step.found_inf && scaler_.has_value();
+  if (!step.found_inf) dp_sync_->gather_params();  // the distributed optimizer's updated shards
   if (scaler_) scaler_->update(step.found_inf);
   st.loss_scale = loss_scale();  // after the update, as Megatron logs it
   MT_CHECK(st.skipped || std::isfinite(step.grad_norm))

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "model/gpt.h"
+#include "optim/grad_sync.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/process_groups.h"
@@ -125,6 +126,7 @@ class Trainer {
   MemoryTracker memory_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DataParallelSync> dp_sync_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> scaler_;
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)

@@ -30,7 +30,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
       "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+      "--untie-embeddings-and-output-weights", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
