@@ -109,6 +109,8 @@ TrainConfig train_config(const Options& o) {
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
   t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
   t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
+  t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
+  t.ddp_bucket_size = o.integer("--ddp-bucket-size");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");
   t.reset_position_ids = o.flag("--reset-position-ids");

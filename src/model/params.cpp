@@ -116,6 +116,14 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
                        grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape, s.shard,
                        s.sequence_parallel && t > 1, s.shared_embedding, at.start});
   }
+  // Parameters are registered embedding, layer by layer, head: find where each group starts.
+  size_t index = 0;
+  while (index < params_.size() && params_[index].name.rfind("embedding.", 0) == 0 && range_.embedding) ++index;
+  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i) {
+    layer_begin_.push_back(index);
+    while (index < params_.size() && params_[index].name.rfind(layer_prefix(i), 0) == 0) ++index;
+  }
+  layer_begin_.push_back(index);
   values_ = collect(false);
   grads_ = collect(true);
 }
@@ -167,6 +175,13 @@ Param& ParamStore::get(const std::string& name) {
 TensorView ParamStore::bucket_grads(size_t bucket) const {
   const BufferRange r = layout_.buckets.at(bucket).range;
   return grad_buffer_.rows(r.start, r.numel());
+}
+
+ParamStore::IndexRange ParamStore::layer_params(int64_t layer) const {
+  MT_CHECK(layer >= range_.first_layer && layer < range_.last_layer)
+      << "layer " << layer << " is not in this stage's [" << range_.first_layer << ", " << range_.last_layer << ")";
+  const size_t k = static_cast<size_t>(layer - range_.first_layer);
+  return {layer_begin_[k], layer_begin_[k + 1]};
 }
 
 TensorView ParamStore::bucket_values(size_t bucket) const {

@@ -77,6 +77,13 @@ class ParamStore {
   // The values likewise (the parameters' dtype).
   TensorView bucket_values(size_t bucket) const;
   const DdpBufferLayout& layout() const { return layout_; }
+  // Indices [first, last) into params() of the embedding's parameters, global layer `layer`'s,
+  // and the head's (final norm and output layer): the groups whose gradients a backward finishes
+  // one after another.
+  using IndexRange = std::pair<size_t, size_t>;
+  IndexRange embedding_params() const { return {0, layer_begin_.front()}; }
+  IndexRange layer_params(int64_t layer) const;
+  IndexRange head_params() const { return {layer_begin_.back(), params_.size()}; }
 
   // Views by role, built once (they are read every step).
   const GptTensors& values() const { return values_; }
@@ -92,6 +99,7 @@ class ParamStore {
   int tp_rank_ = 0;
   std::vector<Param> params_;
   DdpBufferLayout layout_;
+  std::vector<size_t> layer_begin_;  // index of each layer's first parameter, then the head's
   std::unique_ptr<Arena> value_arena_;
   std::unique_ptr<Arena> grad_arena_;
   TensorView value_buffer_;  // [layout_.numel] in the parameters' dtype

@@ -370,6 +370,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
     const TensorView x = last > first ? slot.layers.back().out : slot.input;
     output_head_bwd(context(slot.in, slot.round, slot.dropout, last), final_norm_f32(), head_grads().final_norm,
                     as_f32(x, x32_[1]), slot.head, dx_);
+    if (grads_ready_) grads_ready_(params_->head_params());
   } else {
     check_shape(output_grad, dx_.shape, op, "output_grad");
     check_dtype(output_grad, DType::f32, op, "output_grad");
@@ -387,12 +388,14 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
     const TensorView x = layer_input_f32(slot, i, x32_[0]);
     transformer_layer_bwd(context(slot.in, slot.round, dropout, i), layer_weights_f32(i), g.layers[local(i)], x,
                           layer_activations_f32(slot.layers[local(i)], true), scratch_, dx_);
+    if (grads_ready_) grads_ready_(params_->layer_params(i));
   }
   slot.busy = false;
   if (!range_.embedding) return dx_;
   const LayerContext ctx = context(slot.in, slot.round, dropout, first - 1);
   embedding_block_bwd(ctx, {g.word_embeddings, g.position_embeddings}, vocab_shard(), {slot.in.tokens, ctx.positions},
                       dx_, slot.emb_drop_mask, scratch_.dense, scratch_.sp_gathered);
+  if (grads_ready_) grads_ready_(params_->embedding_params());
   return TensorView();
 }
 

@@ -13,6 +13,7 @@
 // inference (logits out); its transient per-layer buffers lie over the backward-only scratch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,13 @@ class Stage {
   // is given and writes every row's logits [N, V_padded/t] (rows in [s, b] order) into `logits`
   // when it is not empty; other stages return their output hidden states.
   StageForward forward_only(const MicroBatch& batch, const TensorView& input, const TensorView& logits = {});
+
+  // Called during each backward as groups of parameters get their gradient contribution from it
+  // (the head's, then each layer's from the last, then the embedding's), with their indices into
+  // params(): data parallelism can start reducing a bucket once the last micro-batch's backward
+  // has finished all of its parameters (--overlap-grad-reduce).
+  using GradsReady = std::function<void(ParamStore::IndexRange)>;
+  void on_grads_ready(GradsReady callback) { grads_ready_ = std::move(callback); }
 
   ParamStore& params() { return *params_; }
   const ModelConfig& config() const { return config_; }
@@ -144,6 +152,7 @@ class Stage {
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   std::vector<Slot> slots_;
+  GradsReady grads_ready_;
 
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;

@@ -1,13 +1,16 @@
-// Owns data-parallel synchronisation around the optimizer step (Megatron's finalize_model_grads
-// and the distributed optimizer's parameter all-gather): after the backward of a global batch's
-// last micro-batch, the sequence-parallel norm gradients over the tensor-parallel group, then the
-// gradient buffer over the data-parallel group bucket by bucket: all-reduced, or under the
-// distributed optimizer reduce-scattered so each rank holds the sum of its shard only; after the
-// step, the updated shards all-gathered back into every rank's parameters. Per DESIGN invariant 5
-// the trainer asks for this; it never calls a collective on gradients itself.
+// Owns data-parallel synchronisation around the optimizer step (Megatron's finalize_model_grads,
+// its DDP bucket reductions and the distributed optimizer's parameter all-gather): the
+// sequence-parallel norm gradients over the tensor-parallel group, then the gradient buffer over
+// the data-parallel group bucket by bucket, all-reduced, or under the distributed optimizer
+// reduce-scattered so each rank holds the sum of its shard only; after the step, the updated
+// shards all-gathered back into every rank's parameters. With --overlap-grad-reduce a bucket's
+// reduction starts (non-blocking) as soon as the last micro-batch's backward has finished all of
+// its parameters, and is waited for before the optimizer. Per DESIGN invariant 5 the trainer asks
+// for this; it never calls a collective on gradients itself.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/arena.h"
 #include "comm/communicator.h"
@@ -20,11 +23,19 @@ class DataParallelSync {
   // params laid out with params.layout() for `dp`'s size; tp / dp null or size 1: nothing to do
   // there. distributed_optimizer: each dp rank owns DdpBucket::shard(dp rank) of every bucket.
   DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, bool distributed_optimizer,
-                   Backend& backend, MemoryTracker* tracker);
+                   bool overlap_grad_reduce, Backend& backend, MemoryTracker* tracker);
 
-  // 1. Parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced over
-  //    tp (their gradients are partial sums until then).
-  // 2. Gradients are summed over dp bucket by bucket (the grad scale already carries Megatron's
+  // --overlap-grad-reduce: the backward that follows is the global batch's last, so the gradients
+  // it finishes (grads_ready) are final. A no-op without overlap.
+  void start_last_micro_batch();
+  // The Stage's GradsReady callback: these parameters' gradients are complete for this backward.
+  // After start_last_micro_batch, their sequence-parallel gradients are all-reduced over tp at once
+  // and every bucket they complete starts its dp reduction; otherwise nothing happens.
+  void grads_ready(ParamStore::IndexRange params);
+  // Completes the reduction of every gradient (whatever has not started yet, then waits):
+  // 1. parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced
+  //    over tp (their gradients are partial sums until then);
+  // 2. gradients are summed over dp bucket by bucket (the grad scale already carries Megatron's
   //    1/dp, so the sum is the average): all-reduced, or reduce-scattered into this rank's shard
   //    (the rest of the buffer then holds stale partial sums, which nothing reads).
   void reduce_grads();
@@ -33,12 +44,23 @@ class DataParallelSync {
   void gather_params();
 
  private:
+  void start_step();  // no gradient final yet
+  void finish_param(size_t param);
+  void start_bucket(size_t bucket);
+
   ParamStore& params_;
   Communicator* tp_;
   Communicator* dp_;
   bool distributed_;
-  std::unique_ptr<Arena> scratch_;  // category comm: one shard of the largest bucket, grads and values
-  TensorView grad_shard_, value_shard_;
+  bool overlap_;
+  bool last_micro_batch_ = false;
+  std::vector<bool> param_done_;      // this step: its gradient is final (and tp-reduced)
+  std::vector<size_t> bucket_left_;   // this step: parameters of each bucket not done yet
+  std::vector<std::unique_ptr<CommRequest>> in_flight_;  // per bucket (overlap)
+  std::vector<BufferRange> shard_at_;  // per bucket: where its reduced shard lands in grad_shards_
+  std::unique_ptr<Arena> scratch_;     // category comm
+  TensorView grad_shards_;  // distributed optimizer: every bucket's reduced shard, side by side
+  TensorView value_shard_;  // distributed optimizer: one shard of the largest bucket's values
 };
 
 }  // namespace mt

@@ -25,6 +25,11 @@ struct TrainConfig {
   // --use-distributed-optimizer: each data-parallel rank keeps the optimizer state of, and
   // updates, 1/dp of the parameters (ZeRO-1); gradients are reduce-scattered, parameters gathered.
   bool use_distributed_optimizer = false;
+  // --overlap-grad-reduce: each gradient bucket's dp reduction starts (non-blocking) as soon as
+  // the last micro-batch's backward has finished its parameters. --ddp-bucket-size: elements per
+  // bucket (0: Megatron's max(40M, 1M·dp)); buckets exist only with overlap, as in Megatron.
+  bool overlap_grad_reduce = false;
+  int64_t ddp_bucket_size = 0;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

@@ -102,6 +102,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   model_options.tp_comm = groups_.tp.get();
   model_options.ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
   model_options.ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
+  model_options.ddp.overlap_grad_reduce = config_.overlap_grad_reduce;
+  model_options.ddp.bucket_size = config_.ddp_bucket_size;
   Backend& backend = backend_of(context);
   model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, backend, &memory_, model_options);
   model_->set_seed(config_.seed);
@@ -111,7 +113,9 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   optimizer_ = std::make_unique<AdamW>(params.params(), backend, &memory_, groups_.model_parallel.get(),
                                        groups_.tp->rank(), shard);
   dp_sync_ = std::make_unique<DataParallelSync>(params, groups_.tp.get(), groups_.dp.get(),
-                                                config_.use_distributed_optimizer, backend, &memory_);
+                                                config_.use_distributed_optimizer, config_.overlap_grad_reduce,
+                                                backend, &memory_);
+  model_->stage().on_grads_ready([this](ParamStore::IndexRange r) { dp_sync_->grads_ready(r); });
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -154,6 +158,7 @@ ForwardBackwardResult Trainer::forward_backward() {
         << "found " << (std::isnan(sums.loss_sum) ? "NaN" : "Inf") << " in local forward loss calculation at iteration "
         << iteration_ + 1 << " (micro-batch " << i << "): training diverged; lower --lr, lengthen the warmup "
         << "(--lr-warmup-iters) or clip harder (--clip-grad)";
+    if (i + 1 == buffers_.size()) dp_sync_->start_last_micro_batch();
     model_->backward();
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;

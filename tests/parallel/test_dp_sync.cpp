@@ -1,7 +1,8 @@
 // Data-parallel gradient and parameter synchronisation (optim/grad_sync.h) on the job's ranks as
 // the dp group: the values each rank ends with, and the collectives and bytes it sends. Plain
 // DDP all-reduces each bucket once; the distributed optimizer reduce-scatters each bucket's
-// gradients (rank r keeps the sum of shard r) and all-gathers each bucket's values.
+// gradients (rank r keeps the sum of shard r) and all-gathers each bucket's values. With several
+// buckets (--overlap-grad-reduce), the reductions start as the backward reports its parameters.
 #include <map>
 
 #include "comm/counting_communicator.h"
@@ -31,7 +32,19 @@ void check(bool distributed, int64_t bucket_size) {
   for (const Param& p : store.params())
     for (int64_t i = 0; i < p.grad.numel(); ++i) p.grad.f32()[i] = grad_value(rank, p.buffer_offset + i);
   CountingCommunicator counting(world());
-  DataParallelSync sync(store, nullptr, &counting, distributed, cpu_backend(), nullptr);
+  const bool overlap = bucket_size > 0;
+  DataParallelSync sync(store, nullptr, &counting, distributed, overlap, cpu_backend(), nullptr);
+  if (overlap) {  // as the last micro-batch's backward reports them: head, layers from the last, embedding
+    sync.start_last_micro_batch();
+    sync.grads_ready(store.head_params());
+    for (int64_t layer = c.num_layers - 1; layer >= 0; --layer) {
+      sync.grads_ready(store.layer_params(layer));
+      if (layer == c.num_layers - 1) {
+        EXPECT_FALSE(counting.records().empty());  // the first bucket started inside the backward
+      }
+    }
+    sync.grads_ready(store.embedding_params());
+  }
   sync.reduce_grads();
   std::map<std::string, std::pair<int, size_t>> sent;  // kind -> (calls, bytes)
   for (const CollectiveRecord& r : counting.records()) {

@@ -128,6 +128,17 @@ TEST(TpTrain, DistributedOptimizerMatchesSingleRank) {
   expect_same_curve(gpt2_style(), 1, false, run);
   if (world().size() == 4) expect_same_curve(llama_style(), 2, true, run);
 }
+// --overlap-grad-reduce with small buckets (several per model): each bucket's non-blocking
+// reduction starts inside the last micro-batch's backward; plain and distributed, and tp 2 x dp 2.
+TEST(TpTrain, OverlappedBucketReductionMatchesSingleRank) {
+  TrainConfig run = short_run();
+  run.overlap_grad_reduce = true;
+  run.ddp_bucket_size = 20000;
+  expect_same_curve(llama_style(), 1, false, run);
+  run.use_distributed_optimizer = true;
+  expect_same_curve(gpt2_style(), 1, false, run);
+  if (world().size() == 4) expect_same_curve(llama_style(), 2, true, run);
+}
 // bf16 (f32 main copies of each shard): 16-bit parameters turn the ulp-level differences of the
 // main copies (each layout sums gradients in its own order: one rank over its micro-batches, an
 // all-reduce and a reduce-scatter over ranks in MPI's orders) into whole bf16 steps, so bf16

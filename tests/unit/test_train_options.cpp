@@ -18,7 +18,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   const std::vector<std::string> expected = {
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--clip-grad",
-      "--config", "--data-cache-path", "--data-path", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
+      "--config", "--data-cache-path", "--data-path", "--ddp-bucket-size", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
       "--eval-iters", "--exit-interval", "--ffn-hidden-size", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
       "--initial-loss-scale", "--kv-channels", "--log-interval", "--loss-scale", "--loss-scale-window", "--lr",
@@ -26,7 +26,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
       "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file",
       "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
-      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu",
+      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu", "--overlap-grad-reduce",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
       "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
