@@ -21,6 +21,9 @@ class CommRequest {
  public:
   virtual ~CommRequest() = default;
   virtual void wait() = 0;
+  // Lets the operation advance without waiting for it (MPI moves non-blocking collectives along
+  // only inside MPI calls, so a caller with other work polls between its pieces).
+  virtual void progress() {}
 };
 
 class Communicator {

@@ -50,6 +50,11 @@ class MpiRequest final : public CommRequest {
   // A receive: wait() checks that the message filled `t` exactly.
   MpiRequest(const TensorView& t, int src, int tag) : is_recv_(true), recv_(t), src_(src), tag_(tag) {}
   MPI_Request* handle() { return &request_; }
+  void progress() override {
+    // Non-destructive (the request stays for wait(), which checks a receive's size).
+    int done = 0;
+    if (request_ != MPI_REQUEST_NULL) MPI_Request_get_status(request_, &done, MPI_STATUS_IGNORE);
+  }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
     MPI_Status status;

@@ -53,6 +53,8 @@ void DataParallelSync::start_last_micro_batch() {
 void DataParallelSync::grads_ready(ParamStore::IndexRange range) {
   if (!last_micro_batch_) return;
   for (size_t i = range.first; i < range.second; ++i) finish_param(i);
+  for (const auto& request : in_flight_)  // between two layers' backward: move the reductions along
+    if (request) request->progress();
 }
 
 void DataParallelSync::finish_param(size_t i) {
