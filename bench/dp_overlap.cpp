@@ -3,8 +3,8 @@
 // thread per rank), e.g.
 //   OMP_NUM_THREADS=1 mpirun -np 2 build/bench/dp_overlap [--rounds R] [--steps N] [--distributed-optimizer]
 // Each round times N steps without overlap, then N with it (alternating, so machine drift falls
-// on both), and the blocking reduction alone (one all-reduce, or reduce-scatter + all-gather,
-// of the same buckets). Prints medians over the rounds and
+// on both), then the same buckets' reduction alone, blocking (all-reduces, or reduce-scatters +
+// all-gathers). Prints medians over the rounds and
 //   hidden = (step without overlap − step with overlap) / reduction alone,
 // the fraction of the reduction the overlap took off the step (0 when it hides nothing; it can
 // come out negative when the non-blocking path costs more than it hides). A benchmark: it never
@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
     for (bool overlap : {false, true}) {
       mt::Trainer trainer(model(), run(dp, steps + 1, overlap, distributed), world.get());
       (overlap ? on : off).push_back(step_seconds(trainer, steps));
-      if (overlap) continue;
-      // The same reduction alone, blocking, on this trainer's buffers.
+      if (!overlap) continue;
+      // The same buckets' reduction alone, blocking, on this trainer's buffers.
       mt::ParamStore& params = trainer.model().params();
       parameters = static_cast<double>(params.numel());
       mt::DataParallelSync sync(params, nullptr, trainer.groups().dp.get(), distributed, false, mt::cpu_backend(),

@@ -29,7 +29,7 @@ BufferRange DdpBucket::shard(int rank, int data_parallel_size) const {
 
 DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const DdpConfig& config) {
   MT_CHECK(config.data_parallel_size > 0) << "the data-parallel size must be positive";
-  MT_CHECK(config.bucket_size >= 0) << "--ddp-bucket-size must be positive, got " << config.bucket_size;
+  MT_CHECK(config.bucket_size >= 0) << "--ddp-bucket-size must be positive (0: Megatron's default), got " << config.bucket_size;
   const bool distopt = config.use_distributed_optimizer;
   const int64_t bucket_divisor =
       std::lcm(std::lcm(int64_t{config.data_parallel_size}, int64_t{128}),

@@ -1,6 +1,7 @@
 // Owns the optimizer state and step for the parameters of a ParamStore: fp32 Adam moments and, for
 // 16-bit parameters, fp32 main parameters in one arena (category "optimizer"), each laid out
-// parallel to the gradient buffer (Param::buffer_offset); the global gradient
+// parallel to the gradient buffer (Param::buffer_offset), or under the distributed optimizer
+// parallel to this rank's shards of the buckets, one after another; the global gradient
 // L2 norm, Megatron's clipping, and AdamW with Megatron's weight-decay exclusions (biases and 1-D
 // parameters are not decayed). Gradients are always f32.
 #pragma once
