@@ -45,16 +45,7 @@ cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DMT_BUILD_TEST
 cmake --build "$work/build" --target train_throughput -j "$(nproc)" >/dev/null
 base_bin="$work/build/bench/train_throughput"
 
-field() {  # field tps|rss LINE: the number before "tokens/s" or after "peak RSS"
-  awk -v what="$1" '{
-    for (i = 1; i <= NF; ++i) {
-      if (what == "tps" && $i == "tokens/s") { print $(i - 1); exit }
-      if (what == "rss" && $i == "peak" && $(i + 1) == "RSS") { print $(i + 2); exit }
-    }
-  }' <<<"$2"
-}
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-maximum() { printf '%s\n' "$@" | sort -g | tail -n 1; }
+source bench/line_fields.sh
 
 echo "compare_commits: base ${base_rev:0:12} vs head $(git rev-parse --short=12 HEAD)$(git diff --quiet HEAD || echo '+changes')," \
   "OMP_NUM_THREADS=$OMP_NUM_THREADS, $ROUNDS rounds (base, head alternating), ${iter_args[*]:-default iterations};" \

@@ -53,19 +53,7 @@ ours_bin="$BUILD_DIR/bench/train_throughput"
 [ -x "$ours_bin" ] || { echo "no $ours_bin: build it first (or set BUILD_DIR)" >&2; exit 1; }
 [ -x "$PYTHON" ] || { echo "no python at $PYTHON (set PYTHON)" >&2; exit 1; }
 
-# field NAME LINE: the number before "tokens/s" (NAME=tps) or after "peak RSS" (NAME=rss).
-field() {
-  awk -v what="$1" '{
-    for (i = 1; i <= NF; ++i) {
-      if (what == "tps" && $i == "tokens/s") { print $(i - 1); exit }
-      if (what == "rss" && $i == "peak" && $(i + 1) == "RSS") { print $(i + 2); exit }
-    }
-  }' <<<"$2"
-}
-
-# median of the numbers given as arguments
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-maximum() { printf '%s\n' "$@" | sort -g | tail -n 1; }
+source bench/line_fields.sh
 
 echo "compare_pytorch: ours=$ours_bin pytorch=$PYTHON bench/pytorch_baseline.py, OMP_NUM_THREADS=$OMP_NUM_THREADS," \
   "$ROUNDS rounds (ours, pytorch alternating), ${iter_args[*]:-default iterations}; $(date -u +%FT%TZ), $(nproc) CPUs," \
