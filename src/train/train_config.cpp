@@ -18,6 +18,11 @@ void TrainConfig::finalize() {
       << micro_batch_size << ") x data-parallel size (" << data_parallel_size << ") = " << per_step
       << "; choose a global batch that is";
   num_microbatches = global_batch_size / per_step;
+  // Megatron silently ignores a bucket size without overlap (one bucket); say so instead.
+  MT_CHECK(ddp_bucket_size >= 0) << "--ddp-bucket-size must be positive (got " << ddp_bucket_size << ")";
+  MT_CHECK(ddp_bucket_size == 0 || overlap_grad_reduce)
+      << "--ddp-bucket-size applies only with --overlap-grad-reduce (without it the gradients are reduced as one "
+         "bucket); add --overlap-grad-reduce or drop --ddp-bucket-size";
 
   // Megatron tests `if args.train_iters:`, so 0 counts as not given.
   const bool by_iters = train_iters.has_value() && *train_iters != 0;

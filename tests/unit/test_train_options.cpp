@@ -132,6 +132,8 @@ TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
       {with(base, {"--split", "1,2,3,4"}), "--split"},
       {with(base, {"--train-iter", "3"}), "did you mean --train-iters?"},
       {with(without(base, "--eval-iters"), {"--eval-iters", "x"}), "expects an integer"},
+      {with(base, {"--ddp-bucket-size", "1000"}), "--ddp-bucket-size applies only with --overlap-grad-reduce"},
+      {with(base, {"--overlap-grad-reduce", "--ddp-bucket-size", "-5"}), "--ddp-bucket-size must be positive"},
   };
   for (const Case& c : cases) {
     const std::string message = train_error(c.args);
