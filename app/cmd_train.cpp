@@ -111,6 +111,8 @@ TrainConfig train_config(const Options& o) {
   t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
   t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
   t.ddp_bucket_size = o.integer("--ddp-bucket-size");
+  t.overlap_param_gather = o.flag("--overlap-param-gather");
+  t.ddp_average_in_collective = o.flag("--ddp-average-in-collective");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");
   t.reset_position_ids = o.flag("--reset-position-ids");

@@ -109,6 +109,8 @@ const std::vector<OptionSpec> kTable = {
     {"--tensor-model-parallel-size", T::integer, "1", "ranks each layer is split over (heads, MLP width and vocabulary)", "", "train"},
     {"--overlap-grad-reduce", T::flag, "", "start each gradient bucket's data-parallel reduction as soon as the last micro-batch's backward has filled it", "", "train"},
     {"--ddp-bucket-size", T::integer, "0", "elements per gradient bucket with --overlap-grad-reduce (0: Megatron's max(40M, 1M x dp))", "", "train"},
+    {"--overlap-param-gather", T::flag, "", "distributed optimizer: start the updated parameters' all-gathers after the step and wait for each bucket only when the next forward reaches it (needs --overlap-grad-reduce)", "", "train"},
+    {"--ddp-average-in-collective", T::flag, "", "average the gradients in the data-parallel reduction instead of scaling them by 1/dp before a sum", "", "train"},
     {"--use-distributed-optimizer", T::flag, "", "shard the optimizer state over the data-parallel ranks (ZeRO-1): gradients reduce-scattered, parameters all-gathered", "", "train"},
     {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},

@@ -91,8 +91,9 @@ int main(int argc, char** argv) {
       // The same buckets' reduction alone, blocking, on this trainer's buffers.
       mt::ParamStore& params = trainer.model().params();
       parameters = static_cast<double>(params.numel());
-      mt::DataParallelSync sync(params, nullptr, trainer.groups().dp.get(), distributed, false, mt::cpu_backend(),
-                                nullptr);
+      mt::DdpConfig blocking{dp};  // the same buffers, reduced blocking
+      blocking.use_distributed_optimizer = distributed;
+      mt::DataParallelSync sync(params, nullptr, trainer.groups().dp.get(), blocking, mt::cpu_backend(), nullptr);
       std::vector<double> s;
       for (int i = 0; i < steps; ++i) {
         world->barrier();

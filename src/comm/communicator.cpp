@@ -7,20 +7,39 @@
 
 namespace mt {
 
-void check_reduce_args(const TensorView& t, const char* op) {
+void check_reduce_args(const TensorView& t, const char* op, ReduceOp reduce) {
   MT_CHECK(t.device == Device::cpu) << op << ": host tensors only (this communicator has no device path)";
   MT_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i32)
       << op << ": reduces f32, f64 or i32, got " << t.str();
+  MT_CHECK(reduce != ReduceOp::avg || t.dtype != DType::i32) << op << ": an average needs f32 or f64, got " << t.str();
 }
 
-void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op) {
+void divide_in_place(const TensorView& t, int divisor) {
+  if (divisor == 1) return;
+  if (t.dtype == DType::f64) {
+    double* x = static_cast<double*>(t.data);
+    for (int64_t i = 0; i < t.numel(); ++i) x[i] /= divisor;
+    return;
+  }
+  MT_CHECK(t.dtype == DType::f32) << "divide_in_place: f32 or f64 only, got " << t.str();
+  const float d = static_cast<float>(divisor);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] /= d;
+}
+
+bool is_part(const TensorView& whole, const TensorView& part, int rank) {
+  return part.data == static_cast<const char*>(whole.data) + static_cast<size_t>(rank) * part.bytes();
+}
+
+void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op, int in_place_rank) {
   MT_CHECK(whole.device == Device::cpu && part.device == Device::cpu) << op << ": host tensors only";
   MT_CHECK(whole.dtype == part.dtype) << op << ": dtypes differ: " << whole.str() << " vs " << part.str();
   MT_CHECK(whole.numel() == part.numel() * size)
       << op << ": the whole tensor " << whole.str() << " must hold " << size << " parts of " << part.str();
   const auto* w = static_cast<const char*>(whole.data);
   const auto* p = static_cast<const char*>(part.data);
-  MT_CHECK(p + part.bytes() <= w || w + whole.bytes() <= p) << op << ": input and output overlap";
+  if (in_place_rank >= 0 && is_part(whole, part, in_place_rank)) return;
+  MT_CHECK(p + part.bytes() <= w || w + whole.bytes() <= p)
+      << op << ": input and output overlap" << (in_place_rank >= 0 ? " (other than as this rank's part)" : "");
 }
 
 void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op) {
@@ -52,13 +71,13 @@ class SelfCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce(const TensorView& t, ReduceOp) override { check_reduce_args(t, "all_reduce"); }
+  void all_reduce(const TensorView& t, ReduceOp op) override { check_reduce_args(t, "all_reduce", op); }
   void all_gather(const TensorView& out, const TensorView& in) override {
-    check_gather_args(out, in, 1, "all_gather");
-    std::memcpy(out.data, in.data, in.bytes());
+    check_gather_args(out, in, 1, "all_gather", 0);
+    if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
   }
-  void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp) override {
-    check_reduce_args(in, "reduce_scatter");
+  void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override {
+    check_reduce_args(in, "reduce_scatter", op);
     check_gather_args(in, out, 1, "reduce_scatter");
     std::memcpy(out.data, in.data, in.bytes());
   }

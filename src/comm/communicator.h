@@ -11,7 +11,9 @@
 
 namespace mt {
 
-enum class ReduceOp { sum, max };
+// avg: the sum divided by size() (NCCL's ncclAvg; over MPI, a sum then one scaling); floating-point
+// tensors only.
+enum class ReduceOp { sum, max, avg };
 
 // A collective or a point-to-point message in flight; wait() completes it, and throws mt::Error if it
 // failed (e.g. a received message of the wrong size). The buffers must stay alive and untouched until
@@ -36,7 +38,8 @@ class Communicator {
   // t = op over ranks of t (in place).
   virtual void all_reduce(const TensorView& t, ReduceOp op) = 0;
   // out = concat over ranks of in (rank order, along the flat element order): out.numel() ==
-  // size() · in.numel(). in and out must not overlap.
+  // size() · in.numel(). in either lies outside out or is exactly out's rank()-th part (in place,
+  // MPI_IN_PLACE: no staging copy).
   virtual void all_gather(const TensorView& out, const TensorView& in) = 0;
   // out = rank()'s slice of (op over ranks of in): in.numel() == size() · out.numel().
   virtual void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) = 0;
@@ -81,8 +84,14 @@ class Communicator {
 std::unique_ptr<Communicator> make_self_communicator();
 
 // Shape/dtype rules shared by the implementations; throw mt::Error naming the collective.
-void check_reduce_args(const TensorView& t, const char* op);
-void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op);
+void check_reduce_args(const TensorView& t, const char* op, ReduceOp reduce = ReduceOp::sum);
+// t /= divisor (f32 or f64): the second half of ReduceOp::avg where the transport only sums.
+void divide_in_place(const TensorView& t, int divisor);
+// in_place_rank >= 0: part may be exactly whole's in_place_rank-th part (all_gather in place).
+void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op,
+                       int in_place_rank = -1);
+// part is exactly whole's rank-th part (same memory).
+bool is_part(const TensorView& whole, const TensorView& part, int rank);
 // Point-to-point rules: host tensor, peer in [0, size), tag in [0, max_tag]; the message names op, peer,
 // tag and tensor.
 void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op);

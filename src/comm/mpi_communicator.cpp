@@ -21,7 +21,8 @@ MPI_Datatype mpi_type(DType t) {
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::sum ? MPI_SUM : MPI_MAX; }
+// MPI has no average: avg is a sum here, then divide_in_place.
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
 // Gathers, broadcasts and messages move bytes, so any dtype works; MPI counts are int.
 int byte_count(const TensorView& t, const char* op) {
@@ -34,6 +35,11 @@ int byte_count(const TensorView& t, const char* op) {
 int element_count(const TensorView& t) {
   MT_CHECK(t.numel() <= INT32_MAX) << "a single collective moves at most 2^31 elements, got " << t.str();
   return static_cast<int>(t.numel());
+}
+
+// An all-gather whose input is this rank's part of the output runs in place.
+const void* gather_input(const TensorView& out, const TensorView& in, int rank) {
+  return is_part(out, in, rank) ? MPI_IN_PLACE : in.data;
 }
 
 void check(int rc, const char* what) {
@@ -50,6 +56,11 @@ class MpiRequest final : public CommRequest {
   // A receive: wait() checks that the message filled `t` exactly.
   MpiRequest(const TensorView& t, int src, int tag) : is_recv_(true), recv_(t), src_(src), tag_(tag) {}
   MPI_Request* handle() { return &request_; }
+  // ReduceOp::avg: once complete, `result` is divided by the group size.
+  void average_on_completion(const TensorView& result, int size) {
+    average_ = result;
+    divisor_ = size;
+  }
   void progress() override {
     // Non-destructive (the request stays for wait(), which checks a receive's size).
     int done = 0;
@@ -61,7 +72,11 @@ class MpiRequest final : public CommRequest {
     const int rc = MPI_Wait(&request_, &status);
     // Open MPI keeps a request that completed with an error; free it so the destructor does not wait again.
     if (rc != MPI_SUCCESS && request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
-    if (!is_recv_) return check(rc, "MPI_Wait");
+    if (!is_recv_) {
+      check(rc, "MPI_Wait");
+      if (!average_.empty()) divide_in_place(average_, divisor_);
+      return;
+    }
     int error_class = MPI_SUCCESS;
     MPI_Error_class(rc, &error_class);
     // MPI truncates and does not say how long the message was.
@@ -83,6 +98,8 @@ class MpiRequest final : public CommRequest {
   bool is_recv_ = false;
   TensorView recv_;
   int src_ = -1, tag_ = -1;
+  TensorView average_;
+  int divisor_ = 1;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -105,7 +122,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   void all_reduce(const TensorView& t, ReduceOp op) override {
-    check_reduce_args(t, "all_reduce");
+    check_reduce_args(t, "all_reduce", op);
     // MPI counts are int: a whole gradient buffer can exceed 2^31 elements, so go in pieces.
     const int64_t piece = int64_t{1} << 30;
     auto* data = static_cast<char*>(t.data);
@@ -115,17 +132,19 @@ class MpiCommunicator final : public Communicator {
                           mpi_type(t.dtype), mpi_op(op), comm_),
             "MPI_Allreduce");
     }
+    if (op == ReduceOp::avg) divide_in_place(t, size_);
   }
   void all_gather(const TensorView& out, const TensorView& in) override {
-    check_gather_args(out, in, size_, "all_gather");
+    check_gather_args(out, in, size_, "all_gather", rank_);
     const int count = byte_count(in, "all_gather");
-    check(MPI_Allgather(in.data, count, MPI_BYTE, out.data, count, MPI_BYTE, comm_), "MPI_Allgather");
+    check(MPI_Allgather(gather_input(out, in, rank_), count, MPI_BYTE, out.data, count, MPI_BYTE, comm_), "MPI_Allgather");
   }
   void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override {
-    check_reduce_args(in, "reduce_scatter");
+    check_reduce_args(in, "reduce_scatter", op);
     check_gather_args(in, out, size_, "reduce_scatter");
     check(MPI_Reduce_scatter_block(in.data, out.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_),
           "MPI_Reduce_scatter_block");
+    if (op == ReduceOp::avg) divide_in_place(out, size_);
   }
   void broadcast(const TensorView& t, int root) override {
     MT_CHECK(t.device == Device::cpu) << "broadcast: host tensors only";
@@ -135,24 +154,26 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
 
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {
-    check_reduce_args(t, "all_reduce_async");
+    check_reduce_args(t, "all_reduce_async", op);
     auto r = std::make_unique<MpiRequest>();
+    if (op == ReduceOp::avg) r->average_on_completion(t, size_);
     check(MPI_Iallreduce(MPI_IN_PLACE, t.data, element_count(t), mpi_type(t.dtype), mpi_op(op), comm_, r->handle()),
           "MPI_Iallreduce");
     return r;
   }
   std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override {
-    check_gather_args(out, in, size_, "all_gather_async");
+    check_gather_args(out, in, size_, "all_gather_async", rank_);
     auto r = std::make_unique<MpiRequest>();
     const int count = byte_count(in, "all_gather_async");
-    check(MPI_Iallgather(in.data, count, MPI_BYTE, out.data, count, MPI_BYTE, comm_, r->handle()), "MPI_Iallgather");
+    check(MPI_Iallgather(gather_input(out, in, rank_), count, MPI_BYTE, out.data, count, MPI_BYTE, comm_, r->handle()), "MPI_Iallgather");
     return r;
   }
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
                                                     ReduceOp op) override {
-    check_reduce_args(in, "reduce_scatter_async");
+    check_reduce_args(in, "reduce_scatter_async", op);
     check_gather_args(in, out, size_, "reduce_scatter_async");
     auto r = std::make_unique<MpiRequest>();
+    if (op == ReduceOp::avg) r->average_on_completion(out, size_);
     check(MPI_Ireduce_scatter_block(in.data, out.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_,
                                     r->handle()),
           "MPI_Ireduce_scatter_block");

@@ -29,6 +29,10 @@ struct DdpConfig {
   bool overlap_grad_reduce = false;        // --overlap-grad-reduce
   int64_t bucket_size = 0;                 // --ddp-bucket-size; 0: Megatron's default
   bool pad_buckets_for_high_nccl_busbw = false;  // --ddp-pad-buckets-for-high-nccl-busbw
+  // Not layout settings, but Megatron's DistributedDataParallelConfig holds them too (see
+  // optim/grad_sync.h): --overlap-param-gather and --ddp-average-in-collective.
+  bool overlap_param_gather = false;
+  bool average_in_collective = false;
 
   // Elements after which a bucket closes; none: the whole buffer is one bucket.
   std::optional<int64_t> effective_bucket_size() const;

@@ -338,6 +338,7 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   TensorView x = mixed() ? x32_[0] : slot.input;
   if (range_.embedding) {
     MT_CHECK(input.empty()) << op << ": the first stage embeds the tokens; it takes no input hidden states";
+    need(params_->embedding_params());
     embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {slot.in.tokens, ctx.positions}, x,
                         slot.emb_drop_mask, scratch_.dense, scratch_.sp_partial);
     if (mixed()) cast(slot.input, x);
@@ -345,9 +346,13 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
     receive(input, slot.input, op);
     x = as_f32(slot.input, x);
   }
-  for (int64_t i = first; i < range_.last_layer; ++i) x = layer_fwd(slot, i, x, options.dropout);
+  for (int64_t i = first; i < range_.last_layer; ++i) {
+    need(params_->layer_params(i));
+    x = layer_fwd(slot, i, x, options.dropout);
+  }
   StageForward result;
   if (range_.head) {
+    need(params_->head_params());
     output_head_fwd(ctx, head_weights_f32(), head_grads(), vocab_shard().start, x, slot.head, head_scratch_,
                     {labels_, losses_, dlosses_, TensorView(), options.grad_scale});
     result.loss = loss_sums(num_tokens);
@@ -415,6 +420,7 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
   TensorView x = transient_x_[0];
   if (range_.embedding) {
     MT_CHECK(input.empty()) << op << ": the first stage embeds the tokens; it takes no input hidden states";
+    need(params_->embedding_params());
     embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {transient_in_.tokens, ctx.positions}, x,
                         transient_.attn_drop_mask, scratch_.dense, scratch_.sp_partial);
   } else {
@@ -422,6 +428,7 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
     round_to_dtype(x, config_.params_dtype);  // as the training forward's copy in the activation dtype
   }
   for (int64_t i = first; i < range_.last_layer; ++i) {
+    need(params_->layer_params(i));
     LayerActivations act = transient_;
     act.out = transient_x_[(local(i) + 1) % 2];
     transformer_layer_fwd(context(transient_in_, 0, false, i), layer_weights_f32(i), x, act, scratch_);
@@ -432,6 +439,7 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
     result.hidden = x;
     return result;
   }
+  need(params_->head_params());
   // The head's saved tensors are not needed: the final-norm statistics go to the transient.
   HeadSaved head;
   head.final_norm = transient_.norm1;

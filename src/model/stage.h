@@ -75,6 +75,12 @@ class Stage {
   using GradsReady = std::function<void(ParamStore::IndexRange)>;
   void on_grads_ready(GradsReady callback) { grads_ready_ = std::move(callback); }
 
+  // Called during each forward (training or forward-only) before it reads a group of parameters
+  // (the embedding's, each layer's in order, the head's): the distributed optimizer's overlapped
+  // parameter gather (--overlap-param-gather) waits there for the buckets that hold them.
+  using ParamsNeeded = std::function<void(ParamStore::IndexRange)>;
+  void on_params_needed(ParamsNeeded callback) { params_needed_ = std::move(callback); }
+
   ParamStore& params() { return *params_; }
   const ModelConfig& config() const { return config_; }
   const StageRange& range() const { return range_; }
@@ -153,6 +159,10 @@ class Stage {
   std::unique_ptr<Arena> workspace_;
   std::vector<Slot> slots_;
   GradsReady grads_ready_;
+  ParamsNeeded params_needed_;
+  void need(ParamStore::IndexRange params) const {
+    if (params_needed_) params_needed_(params);
+  }
 
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;

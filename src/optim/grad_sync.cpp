@@ -10,32 +10,30 @@ namespace {
 bool active(const Communicator* c) { return c != nullptr && c->size() > 1; }
 }  // namespace
 
-DataParallelSync::DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, bool distributed_optimizer,
-                                   bool overlap_grad_reduce, Backend& backend, MemoryTracker* tracker)
+DataParallelSync::DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, const DdpConfig& ddp,
+                                   Backend& backend, MemoryTracker* tracker)
     : params_(params),
       tp_(tp),
       dp_(dp),
-      distributed_(distributed_optimizer && active(dp)),
-      overlap_(overlap_grad_reduce && active(dp)) {
+      distributed_(ddp.use_distributed_optimizer && active(dp)),
+      overlap_grads_(ddp.overlap_grad_reduce && active(dp)),
+      overlap_gather_(ddp.overlap_param_gather && distributed_),
+      reduce_op_(ddp.average_in_collective ? ReduceOp::avg : ReduceOp::sum) {
   const std::vector<DdpBucket>& buckets = params_.layout().buckets;
   in_flight_.resize(buckets.size());
   if (!distributed_) return;
-  // The collectives take separate input and output buffers, so a rank's shard travels through
-  // scratch: each bucket's reduced shard (several may be in flight), and one shard of values.
-  int64_t total = 0, largest = 0;
+  // The reduce-scatter takes separate input and output buffers, so each bucket's reduced shard
+  // lands in scratch (several may be in flight) before it is copied to its place.
+  int64_t total = 0;
   for (const DdpBucket& b : buckets) {
     const int64_t n = b.shard(0, dp_->size()).numel();
     shard_at_.push_back({total, total + n});
     total += n;
-    largest = std::max(largest, n);
   }
-  const DType value_dtype = params_.bucket_values(0).dtype;
   Arena measure(MemCategory::comm);
   measure.alloc(DType::f32, {total});
-  measure.alloc(value_dtype, {largest});
   scratch_ = std::make_unique<Arena>(backend, MemCategory::comm, measure.used(), tracker);
   grad_shards_ = scratch_->alloc(DType::f32, {total});
-  value_shard_ = scratch_->alloc(value_dtype, {largest});
 }
 
 void DataParallelSync::start_step() {
@@ -45,7 +43,7 @@ void DataParallelSync::start_step() {
 }
 
 void DataParallelSync::start_last_micro_batch() {
-  if (!overlap_) return;
+  if (!overlap_grads_) return;
   last_micro_batch_ = true;
   start_step();
 }
@@ -70,20 +68,27 @@ void DataParallelSync::start_bucket(size_t b) {
   if (!active(dp_)) return;
   const TensorView grads = params_.bucket_grads(b);
   if (!distributed_) {
-    if (overlap_)
-      in_flight_[b] = dp_->all_reduce_async(grads, ReduceOp::sum);
+    if (overlap_grads_)
+      in_flight_[b] = dp_->all_reduce_async(grads, reduce_op_);
     else
-      dp_->all_reduce(grads, ReduceOp::sum);
+      dp_->all_reduce(grads, reduce_op_);
     return;
   }
   const TensorView sum = grad_shards_.rows(shard_at_[b].start, shard_at_[b].numel());
-  if (overlap_)
-    in_flight_[b] = dp_->reduce_scatter_async(sum, grads, ReduceOp::sum);
+  if (overlap_grads_)
+    in_flight_[b] = dp_->reduce_scatter_async(sum, grads, reduce_op_);
   else
-    dp_->reduce_scatter(sum, grads, ReduceOp::sum);
+    dp_->reduce_scatter(sum, grads, reduce_op_);
+}
+
+void DataParallelSync::wait(size_t b) {
+  if (!in_flight_[b]) return;
+  in_flight_[b]->wait();
+  in_flight_[b].reset();
 }
 
 void DataParallelSync::reduce_grads() {
+  finish_param_gather();  // (a step without a forward)
   if (!last_micro_batch_) start_step();  // nothing started during the backward
   // Whatever the backward did not finish (all of it without overlap), in parameter order.
   for (size_t i = 0; i < params_.params().size(); ++i) finish_param(i);
@@ -91,10 +96,7 @@ void DataParallelSync::reduce_grads() {
   if (!active(dp_)) return;
   const std::vector<DdpBucket>& buckets = params_.layout().buckets;
   for (size_t b = 0; b < buckets.size(); ++b) {
-    if (in_flight_[b]) {
-      in_flight_[b]->wait();
-      in_flight_[b].reset();
-    }
+    wait(b);
     if (!distributed_) continue;
     const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
     copy_tensor(params_.grad_buffer().rows(mine.start, mine.numel()),
@@ -105,13 +107,29 @@ void DataParallelSync::reduce_grads() {
 void DataParallelSync::gather_params() {
   if (!distributed_) return;
   const std::vector<DdpBucket>& buckets = params_.layout().buckets;
-  for (size_t b = 0; b < buckets.size(); ++b) {
+  // The last bucket holds the first parameters registered (the embedding), which the next forward
+  // reads first.
+  for (size_t b = buckets.size(); b-- > 0;) {
     const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
-    const TensorView shard = value_shard_.rows(0, mine.numel());
     const TensorView values = params_.bucket_values(b);
-    copy_tensor(shard, values.rows(mine.start - buckets[b].range.start, mine.numel()));
-    dp_->all_gather(values, shard);
+    const TensorView shard = values.rows(mine.start - buckets[b].range.start, mine.numel());
+    if (overlap_gather_)
+      in_flight_[b] = dp_->all_gather_async(values, shard);
+    else
+      dp_->all_gather(values, shard);
   }
+}
+
+void DataParallelSync::params_needed(ParamStore::IndexRange range) {
+  if (!overlap_gather_) return;
+  for (size_t i = range.first; i < range.second; ++i) wait(static_cast<size_t>(params_.layout().param_bucket[i]));
+  for (const auto& request : in_flight_)  // between two layers' forward: move the other gathers along
+    if (request) request->progress();
+}
+
+void DataParallelSync::finish_param_gather() {
+  if (!overlap_gather_) return;
+  for (size_t b = 0; b < in_flight_.size(); ++b) wait(b);
 }
 
 }  // namespace mt

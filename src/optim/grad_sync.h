@@ -3,10 +3,12 @@
 // sequence-parallel norm gradients over the tensor-parallel group, then the gradient buffer over
 // the data-parallel group bucket by bucket, all-reduced, or under the distributed optimizer
 // reduce-scattered so each rank holds the sum of its shard only; after the step, the updated
-// shards all-gathered back into every rank's parameters. With --overlap-grad-reduce a bucket's
-// reduction starts (non-blocking) as soon as the last micro-batch's backward has finished all of
-// its parameters, and is waited for before the optimizer. Per DESIGN invariant 5 the trainer asks
-// for this; it never calls a collective on gradients itself.
+// shards all-gathered back into every rank's parameters (in place: each rank's shard already sits
+// at its place in the buffer). With --overlap-grad-reduce a bucket's reduction starts
+// (non-blocking) as soon as the last micro-batch's backward has finished all of its parameters,
+// and is waited for before the optimizer; with --overlap-param-gather the all-gathers only start
+// after the step, and the next forward waits for each bucket just before it reads it. Per DESIGN
+// invariant 5 the trainer asks for this; it never calls a collective on gradients itself.
 #pragma once
 
 #include <memory>
@@ -21,9 +23,12 @@ namespace mt {
 class DataParallelSync {
  public:
   // params laid out with params.layout() for `dp`'s size; tp / dp null or size 1: nothing to do
-  // there. distributed_optimizer: each dp rank owns DdpBucket::shard(dp rank) of every bucket.
-  DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, bool distributed_optimizer,
-                   bool overlap_grad_reduce, Backend& backend, MemoryTracker* tracker);
+  // there. ddp: the settings the layout was made with (use_distributed_optimizer: each dp rank
+  // owns DdpBucket::shard(dp rank) of every bucket), plus overlap_param_gather and
+  // average_in_collective (the reductions average over dp instead of summing: the trainer then
+  // leaves Megatron's 1/dp out of the grad scale).
+  DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, const DdpConfig& ddp, Backend& backend,
+                   MemoryTracker* tracker);
 
   // --overlap-grad-reduce: the backward that follows is the global batch's last, so the gradients
   // it finishes (grads_ready) are final. A no-op without overlap.
@@ -35,32 +40,44 @@ class DataParallelSync {
   // Completes the reduction of every gradient (whatever has not started yet, then waits):
   // 1. parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced
   //    over tp (their gradients are partial sums until then);
-  // 2. gradients are summed over dp bucket by bucket (the grad scale already carries Megatron's
-  //    1/dp, so the sum is the average): all-reduced, or reduce-scattered into this rank's shard
-  //    (the rest of the buffer then holds stale partial sums, which nothing reads).
+  // 2. gradients are summed (or averaged) over dp bucket by bucket: all-reduced, or
+  //    reduce-scattered into this rank's shard (the rest of the buffer then holds stale partial
+  //    sums, which nothing reads).
   void reduce_grads();
   // Distributed optimizer only (a no-op otherwise): every rank's updated shard of each bucket's
-  // values, all-gathered into every rank's parameters.
+  // values, all-gathered into every rank's parameters. With --overlap-param-gather this only
+  // starts the gathers (the embedding's bucket first, as the forward needs it first).
   void gather_params();
+  // The Stage's ParamsNeeded callback (before a forward reads these parameters): waits for the
+  // gathers of their buckets.
+  void params_needed(ParamStore::IndexRange params);
+  // Waits for every gather still in flight (before anything reads all parameters at once, such
+  // as a checkpoint or a test).
+  void finish_param_gather();
 
  private:
   void start_step();  // no gradient final yet
   void finish_param(size_t param);
   void start_bucket(size_t bucket);
+  void wait(size_t bucket);
 
   ParamStore& params_;
   Communicator* tp_;
   Communicator* dp_;
   bool distributed_;
-  bool overlap_;
+  bool overlap_grads_;
+  bool overlap_gather_;
+  ReduceOp reduce_op_;
   bool last_micro_batch_ = false;
   std::vector<bool> param_done_;      // this step: its gradient is final (and tp-reduced)
   std::vector<size_t> bucket_left_;   // this step: parameters of each bucket not done yet
-  std::vector<std::unique_ptr<CommRequest>> in_flight_;  // per bucket (overlap)
   std::vector<BufferRange> shard_at_;  // per bucket: where its reduced shard lands in grad_shards_
   std::unique_ptr<Arena> scratch_;     // category comm
   TensorView grad_shards_;  // distributed optimizer: every bucket's reduced shard, side by side
-  TensorView value_shard_;  // distributed optimizer: one shard of the largest bucket's values
+  // Per bucket: its gradient reduction (overlap) or, between a step and the next forward, its
+  // parameter gather (--overlap-param-gather); never both at once. Declared last so that
+  // destruction completes them before the buffers they write go.
+  std::vector<std::unique_ptr<CommRequest>> in_flight_;
 };
 
 }  // namespace mt

@@ -23,6 +23,15 @@ void TrainConfig::finalize() {
   MT_CHECK(ddp_bucket_size == 0 || overlap_grad_reduce)
       << "--ddp-bucket-size applies only with --overlap-grad-reduce (without it the gradients are reduced as one "
          "bucket); add --overlap-grad-reduce or drop --ddp-bucket-size";
+  // arguments.py's checks.
+  MT_CHECK(!overlap_param_gather || use_distributed_optimizer)
+      << "--overlap-param-gather is only supported with the distributed optimizer; add --use-distributed-optimizer";
+  MT_CHECK(!overlap_param_gather || overlap_grad_reduce)
+      << "--overlap-param-gather needs --overlap-grad-reduce; add it";
+  // distributed_data_parallel.py: the per-token loss already normalises over every rank's tokens.
+  MT_CHECK(!(ddp_average_in_collective && calculate_per_token_loss))
+      << "--ddp-average-in-collective cannot be combined with --calculate-per-token-loss (the gradients are "
+         "already normalised by the global token count, so the reduction must sum); drop one of them";
 
   // Megatron tests `if args.train_iters:`, so 0 counts as not given.
   const bool by_iters = train_iters.has_value() && *train_iters != 0;

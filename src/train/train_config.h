@@ -30,6 +30,13 @@ struct TrainConfig {
   // bucket (0: Megatron's max(40M, 1M·dp)); buckets exist only with overlap, as in Megatron.
   bool overlap_grad_reduce = false;
   int64_t ddp_bucket_size = 0;
+  // --overlap-param-gather (distributed optimizer, with --overlap-grad-reduce): the updated
+  // parameters' all-gathers start after the step and each is waited for only when the next
+  // forward reaches its bucket.
+  bool overlap_param_gather = false;
+  // --ddp-average-in-collective: the dp reduction averages (NCCL's AVG) instead of summing
+  // gradients pre-scaled by 1/dp.
+  bool ddp_average_in_collective = false;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

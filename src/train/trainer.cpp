@@ -104,6 +104,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   model_options.ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
   model_options.ddp.overlap_grad_reduce = config_.overlap_grad_reduce;
   model_options.ddp.bucket_size = config_.ddp_bucket_size;
+  model_options.ddp.overlap_param_gather = config_.overlap_param_gather;
+  model_options.ddp.average_in_collective = config_.ddp_average_in_collective;
   Backend& backend = backend_of(context);
   model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, backend, &memory_, model_options);
   model_->set_seed(config_.seed);
@@ -112,10 +114,10 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   const DistributedShard shard{config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()};
   optimizer_ = std::make_unique<AdamW>(params.params(), backend, &memory_, groups_.model_parallel.get(),
                                        groups_.tp->rank(), shard);
-  dp_sync_ = std::make_unique<DataParallelSync>(params, groups_.tp.get(), groups_.dp.get(),
-                                                config_.use_distributed_optimizer, config_.overlap_grad_reduce,
+  dp_sync_ = std::make_unique<DataParallelSync>(params, groups_.tp.get(), groups_.dp.get(), model_options.ddp,
                                                 backend, &memory_);
   model_->stage().on_grads_ready([this](ParamStore::IndexRange r) { dp_sync_->grads_ready(r); });
+  model_->stage().on_params_needed([this](ParamStore::IndexRange r) { dp_sync_->params_needed(r); });
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -138,7 +140,8 @@ ForwardBackwardResult Trainer::forward_backward() {
   }
   const double global_tokens = config_.calculate_per_token_loss ? dp_sum(local_tokens) : local_tokens;
   const double m = static_cast<double>(config_.num_microbatches);
-  const double dp = static_cast<double>(config_.data_parallel_size);
+  // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
+  const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
   model_->params().zero_grads();
   ForwardBackwardResult result;
@@ -280,11 +283,13 @@ TrainResult Trainer::run(const LogFn& log) {
     if (config_.exit_after(st.iteration)) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
       log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
+      dp_sync_->finish_param_gather();
       result.exited = true;
       return result;
     }
   }
   log(format_datetime_line("after training is done"));
+  dp_sync_->finish_param_gather();  // every parameter whole on every rank, as the caller may read them
   if (config_.eval_iters > 0) {
     const std::string at = "iteration " + std::to_string(iteration_);
     const double valid = evaluate(Split::valid);

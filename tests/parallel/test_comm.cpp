@@ -55,6 +55,52 @@ TEST(Comm, AllGatherAndReduceScatterAreRankOrdered) {
   }
 }
 
+// ReduceOp::avg (--ddp-average-in-collective): the sum over ranks divided by their number, blocking
+// and non-blocking, all-reduce and reduce-scatter; integers cannot be averaged.
+TEST(Comm, AverageIsTheSumOverTheGroupSize) {
+  Communicator& w = world();
+  const int n = w.size();
+  const int64_t part = 17;
+  HostTensor a(DType::f32, {part * n}), b(DType::f32, {part * n}), out(DType::f32, {part}), out2(DType::f32, {part});
+  for (int64_t i = 0; i < part * n; ++i) a.f32()[i] = b.f32()[i] = value(w.rank(), i);
+  w.reduce_scatter(out.view(), a.view(), ReduceOp::avg);
+  w.reduce_scatter_async(out2.view(), b.view(), ReduceOp::avg)->wait();
+  w.all_reduce(a.view(), ReduceOp::avg);
+  w.all_reduce_async(b.view(), ReduceOp::avg)->wait();
+  for (int64_t i = 0; i < part * n; ++i) {
+    float sum = 0.0f;
+    for (int r = 0; r < n; ++r) sum += value(r, i);
+    EXPECT_FLOAT_EQ(a.f32()[i], sum / n) << i;
+    EXPECT_FLOAT_EQ(b.f32()[i], sum / n) << i;
+    if (i / part == w.rank()) {
+      EXPECT_FLOAT_EQ(out.f32()[i % part], sum / n) << i;
+      EXPECT_FLOAT_EQ(out2.f32()[i % part], sum / n) << i;
+    }
+  }
+  HostTensor k(DType::i32, {4});
+  EXPECT_THROW(w.all_reduce(k.view(), ReduceOp::avg), Error);
+}
+
+// The distributed optimizer gathers each rank's updated shard in place: the input is this rank's
+// part of the output. Any other overlap is refused.
+TEST(Comm, AllGatherInPlace) {
+  Communicator& w = world();
+  const int n = w.size();
+  const int64_t part = 9;
+  HostTensor all(DType::f32, {part * n}), all2(DType::f32, {part * n});
+  for (int64_t i = 0; i < part * n; ++i) all.f32()[i] = all2.f32()[i] = -1.0f;
+  for (int64_t i = 0; i < part; ++i) all.f32()[w.rank() * part + i] = all2.f32()[w.rank() * part + i] = value(w.rank(), i);
+  w.all_gather(all.view(), all.view().rows(w.rank() * part, part));
+  w.all_gather_async(all2.view(), all2.view().rows(w.rank() * part, part))->wait();
+  for (int r = 0; r < n; ++r)
+    for (int64_t i = 0; i < part; ++i) {
+      EXPECT_EQ(all.f32()[r * part + i], value(r, i));
+      EXPECT_EQ(all2.f32()[r * part + i], value(r, i));
+    }
+  const int other = (w.rank() + 1) % n;
+  EXPECT_THROW(w.all_gather(all.view(), all.view().rows(other * part, part)), Error);
+}
+
 TEST(Comm, BroadcastAndSplit) {
   Communicator& w = world();
   HostTensor t(DType::i32, {5});

@@ -33,7 +33,7 @@ void check(bool distributed, int64_t bucket_size) {
     for (int64_t i = 0; i < p.grad.numel(); ++i) p.grad.f32()[i] = grad_value(rank, p.buffer_offset + i);
   CountingCommunicator counting(world());
   const bool overlap = bucket_size > 0;
-  DataParallelSync sync(store, nullptr, &counting, distributed, overlap, cpu_backend(), nullptr);
+  DataParallelSync sync(store, nullptr, &counting, ddp, cpu_backend(), nullptr);
   if (overlap) {  // as the last micro-batch's backward reports them: head, layers from the last, embedding
     sync.start_last_micro_batch();
     sync.grads_ready(store.head_params());
@@ -90,6 +90,59 @@ void check(bool distributed, int64_t bucket_size) {
   for (const Param& p : store.params())
     for (int64_t i = 0; i < p.value.numel(); ++i)
       ASSERT_EQ(p.value.f32()[i], static_cast<float>(p.buffer_offset + i)) << p.name << " " << i;
+}
+
+// --overlap-param-gather: gather_params only starts the all-gathers (in place, the embedding's
+// bucket first); a forward's params_needed waits for exactly the buckets it reads, and
+// finish_param_gather for the rest. --ddp-average-in-collective: the reduction averages.
+TEST(DpSync, OverlappedParameterGatherWaitsPerBucket) {
+  const int d = world().size(), rank = world().rank();
+  const ModelConfig c = tiny_gpt(true, 8);
+  DdpConfig ddp{d};
+  ddp.use_distributed_optimizer = ddp.overlap_grad_reduce = ddp.overlap_param_gather = true;
+  ddp.average_in_collective = true;
+  ddp.bucket_size = 700;
+  ParamStore store(c, StageRange::whole(c), cpu_backend(), nullptr, 0, ddp);
+  const DdpBufferLayout& layout = store.layout();
+  ASSERT_GT(layout.buckets.size(), 2u);
+  for (const Param& p : store.params())
+    for (int64_t i = 0; i < p.grad.numel(); ++i) p.grad.f32()[i] = grad_value(rank, p.buffer_offset + i);
+  CountingCommunicator counting(world());
+  DataParallelSync sync(store, nullptr, &counting, ddp, cpu_backend(), nullptr);
+  sync.reduce_grads();
+  float rank_mean = 0.0f;
+  for (int r = 0; r < d; ++r) rank_mean += static_cast<float>(r) / static_cast<float>(d);
+  for (const DdpBucket& bucket : layout.buckets) {
+    const BufferRange mine = bucket.shard(rank, d);
+    for (int i : bucket.params) {
+      const BufferRange at = layout.params[static_cast<size_t>(i)];
+      for (int64_t k = std::max(at.start, mine.start); k < std::min(at.end, mine.end); ++k)
+        ASSERT_FLOAT_EQ(store.grad_buffer().f32()[k], grad_value(0, k) + rank_mean) << k;
+    }
+  }
+  // Each rank's shard holds its values; the rest is stale (-1) until gathered.
+  for (const Param& p : store.params())
+    for (int64_t i = 0; i < p.value.numel(); ++i) {
+      const int64_t k = p.buffer_offset + i;
+      const DdpBucket& bucket = layout.buckets[static_cast<size_t>(layout.param_bucket[&p - store.params().data()])];
+      const BufferRange mine = bucket.shard(rank, d);
+      p.value.f32()[i] = k >= mine.start && k < mine.end ? static_cast<float>(k) : -1.0f;
+    }
+  counting.clear();
+  sync.gather_params();
+  ASSERT_EQ(counting.records().size(), layout.buckets.size());  // all started, none waited for
+  auto whole = [&](size_t param) {
+    const Param& p = store.params()[param];
+    for (int64_t i = 0; i < p.value.numel(); ++i)
+      if (p.value.f32()[i] != static_cast<float>(p.buffer_offset + i)) return false;
+    return true;
+  };
+  const ParamStore::IndexRange embedding = store.embedding_params();
+  sync.params_needed(embedding);
+  for (size_t i = embedding.first; i < embedding.second; ++i) EXPECT_TRUE(whole(i)) << store.params()[i].name;
+  sync.finish_param_gather();
+  for (size_t i = 0; i < store.params().size(); ++i) EXPECT_TRUE(whole(i)) << store.params()[i].name;
+  EXPECT_EQ(counting.records().size(), layout.buckets.size());  // waiting sends nothing more
 }
 
 TEST(DpSync, PlainDdpAllReducesEachBucketOnce) {

@@ -67,6 +67,9 @@ void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, const Train
     EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * b.grad_norm) << "iteration " << i + 1;
     worst = std::max(worst, std::fabs(a.loss - b.loss));
   }
+  ASSERT_EQ(got.evaluations.size(), want.evaluations.size());
+  for (size_t i = 0; i < want.evaluations.size(); ++i)
+    EXPECT_NEAR(got.evaluations[i].loss, want.evaluations[i].loss, 2e-5) << "evaluation " << i;
   // The run must have learned something, or equal curves would prove little.
   EXPECT_LT(want.iterations.back().loss, want.iterations.front().loss - 0.3);
   // Data parallelism alone: every rank holds whole parameters, which must end where one rank's
@@ -153,6 +156,29 @@ TEST(TpTrain, OverlappedBucketReductionMatchesSingleRank) {
   run.use_distributed_optimizer = true;
   expect_same_curve(gpt2_style(), 1, false, run);
   if (world().size() == 4) expect_same_curve(llama_style(), 2, true, run);
+}
+// --overlap-param-gather: the updated shards' all-gathers start after the step and the next
+// forward waits for each bucket only when it reaches it (evaluation too); tp 2 x dp 2 on 4 ranks.
+TEST(TpTrain, OverlappedParameterGatherMatchesSingleRank) {
+  TrainConfig run = short_run();
+  run.overlap_grad_reduce = true;
+  run.ddp_bucket_size = 20000;
+  run.use_distributed_optimizer = true;
+  run.overlap_param_gather = true;
+  run.eval_interval = 10;
+  run.eval_iters = 1;
+  expect_same_curve(gpt2_style(), 1, false, run);
+  if (world().size() == 4) expect_same_curve(llama_style(), 2, true, run);
+}
+// --ddp-average-in-collective: no 1/dp in the gradient scale, the reduction averages instead.
+TEST(TpTrain, AverageInCollectiveMatchesSingleRank) {
+  TrainConfig run = short_run();
+  run.ddp_average_in_collective = true;
+  expect_same_curve(llama_style(), 1, false, run);
+  run.use_distributed_optimizer = true;
+  run.overlap_grad_reduce = true;
+  run.ddp_bucket_size = 20000;
+  expect_same_curve(gpt2_style(), 1, false, run);
 }
 // bf16 (f32 main copies of each shard): 16-bit parameters turn the ulp-level differences of the
 // main copies (each layout sums gradients in its own order: one rank over its micro-batches, an

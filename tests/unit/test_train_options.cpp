@@ -18,7 +18,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   const std::vector<std::string> expected = {
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--clip-grad",
-      "--config", "--data-cache-path", "--data-path", "--ddp-bucket-size", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
+      "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective", "--ddp-bucket-size", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
       "--eval-iters", "--exit-interval", "--ffn-hidden-size", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
       "--initial-loss-scale", "--kv-channels", "--log-interval", "--loss-scale", "--loss-scale-window", "--lr",
@@ -26,7 +26,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
       "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file",
       "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
-      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu", "--overlap-grad-reduce",
+      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu", "--overlap-grad-reduce", "--overlap-param-gather",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
       "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
@@ -134,6 +134,9 @@ TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
       {with(without(base, "--eval-iters"), {"--eval-iters", "x"}), "expects an integer"},
       {with(base, {"--ddp-bucket-size", "1000"}), "--ddp-bucket-size applies only with --overlap-grad-reduce"},
       {with(base, {"--overlap-grad-reduce", "--ddp-bucket-size", "-5"}), "--ddp-bucket-size must be positive"},
+      {with(base, {"--overlap-grad-reduce", "--overlap-param-gather"}), "supported with the distributed optimizer"},
+      {with(base, {"--use-distributed-optimizer", "--overlap-param-gather"}), "needs --overlap-grad-reduce"},
+      {with(base, {"--ddp-average-in-collective", "--calculate-per-token-loss"}), "cannot be combined with --calculate-per-token-loss"},
   };
   for (const Case& c : cases) {
     const std::string message = train_error(c.args);
