@@ -4,50 +4,69 @@
 
 namespace mt {
 
+double CommTotals::sent_bytes(int size) const {
+  const double others = size > 1 ? static_cast<double>(size - 1) / size : 0.0;
+  return 2.0 * others * static_cast<double>(all_reduce.bytes) +
+         others * static_cast<double>(all_gather.bytes + reduce_scatter.bytes + broadcast.bytes) +
+         static_cast<double>(send.bytes);
+}
+
+CommTotals CommTotals::operator-(const CommTotals& e) const {
+  auto minus = [](Kind a, Kind b) { return Kind{a.calls - b.calls, a.bytes - b.bytes}; };
+  return {minus(all_reduce, e.all_reduce), minus(all_gather, e.all_gather), minus(reduce_scatter, e.reduce_scatter),
+          minus(broadcast, e.broadcast),   minus(send, e.send),             minus(recv, e.recv)};
+}
+
+void CountingCommunicator::count(CommTotals::Kind& kind, const char* name, size_t bytes) {
+  kind.calls += 1;
+  kind.bytes += bytes;
+  if (keep_records_) records_.push_back({name, bytes});
+}
+
 void CountingCommunicator::all_reduce(const TensorView& t, ReduceOp op) {
-  records_.push_back({"all_reduce", t.bytes()});
+  count(totals_.all_reduce, "all_reduce", t.bytes());
   inner_.all_reduce(t, op);
 }
 void CountingCommunicator::all_gather(const TensorView& out, const TensorView& in) {
-  records_.push_back({"all_gather", out.bytes()});
+  count(totals_.all_gather, "all_gather", out.bytes());
   inner_.all_gather(out, in);
 }
 void CountingCommunicator::reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) {
-  records_.push_back({"reduce_scatter", in.bytes()});
+  count(totals_.reduce_scatter, "reduce_scatter", in.bytes());
   inner_.reduce_scatter(out, in, op);
 }
 void CountingCommunicator::broadcast(const TensorView& t, int root) {
-  records_.push_back({"broadcast", t.bytes()});
+  count(totals_.broadcast, "broadcast", t.bytes());
   inner_.broadcast(t, root);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::all_reduce_async(const TensorView& t, ReduceOp op) {
-  records_.push_back({"all_reduce", t.bytes()});
+  count(totals_.all_reduce, "all_reduce", t.bytes());
   return inner_.all_reduce_async(t, op);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::all_gather_async(const TensorView& out, const TensorView& in) {
-  records_.push_back({"all_gather", out.bytes()});
+  count(totals_.all_gather, "all_gather", out.bytes());
   return inner_.all_gather_async(out, in);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::reduce_scatter_async(const TensorView& out, const TensorView& in,
                                                                         ReduceOp op) {
-  records_.push_back({"reduce_scatter", in.bytes()});
+  count(totals_.reduce_scatter, "reduce_scatter", in.bytes());
   return inner_.reduce_scatter_async(out, in, op);
 }
 
 void CountingCommunicator::send(const TensorView& t, int dst, int tag) {
-  records_.push_back({"send", t.bytes()});
+  count(totals_.send, "send", t.bytes());
   inner_.send(t, dst, tag);
 }
 void CountingCommunicator::recv(const TensorView& t, int src, int tag) {
-  records_.push_back({"recv", t.bytes()});
+  count(totals_.recv, "recv", t.bytes());
   inner_.recv(t, src, tag);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::send_async(const TensorView& t, int dst, int tag) {
-  records_.push_back({"send", t.bytes()});
+  count(totals_.send, "send", t.bytes());
   return inner_.send_async(t, dst, tag);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::recv_async(const TensorView& t, int src, int tag) {
-  records_.push_back({"recv", t.bytes()});
+  count(totals_.recv, "recv", t.bytes());
   return inner_.recv_async(t, src, tag);
 }
 

@@ -1,8 +1,9 @@
-// Owns CountingCommunicator: a Communicator that forwards to another and records every collective and
+// Owns CountingCommunicator: a Communicator that forwards to another and counts every collective and
 // point-to-point message (kind and bytes of the full tensor it moves), so tests can check a layer's or
-// a schedule's communication against Megatron's figures.
+// a schedule's communication against Megatron's figures and the trainer can log its volume.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,36 @@ struct CollectiveRecord {
   size_t bytes = 0;  // all_reduce/broadcast/send/recv: the tensor; all_gather: the output; reduce_scatter: the input
 };
 
+// Calls and bytes (as in CollectiveRecord) of each kind.
+struct CommTotals {
+  struct Kind {
+    size_t calls = 0, bytes = 0;
+  };
+  Kind all_reduce, all_gather, reduce_scatter, broadcast, send, recv;
+
+  // Bytes this rank puts on the wire over a group of `size` ranks with ring algorithms (the
+  // convention of NCCL's bus bandwidth): an all-reduce of N bytes sends 2(size-1)/size·N, an
+  // all-gather or reduce-scatter of N bytes (the whole) (size-1)/size·N, a send N; a broadcast
+  // counts (size-1)/size·N (pipelined ring). Receives send nothing.
+  double sent_bytes(int size) const;
+  CommTotals operator-(const CommTotals& earlier) const;
+};
+
 class CountingCommunicator final : public Communicator {
  public:
-  explicit CountingCommunicator(Communicator& inner) : inner_(inner) {}
+  // Forwards to `inner`; keep_records: also keep one record per call (tests); the totals are
+  // always kept.
+  explicit CountingCommunicator(Communicator& inner, bool keep_records = true)
+      : inner_(inner), keep_records_(keep_records) {}
+  // Owns its inner communicator (the trainer's counted groups).
+  explicit CountingCommunicator(std::unique_ptr<Communicator> inner, bool keep_records = false)
+      : owned_(std::move(inner)), inner_(*owned_), keep_records_(keep_records) {}
   const std::vector<CollectiveRecord>& records() const { return records_; }
-  void clear() { records_.clear(); }
+  const CommTotals& totals() const { return totals_; }
+  void clear() {
+    records_.clear();
+    totals_ = {};
+  }
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -42,8 +68,13 @@ class CountingCommunicator final : public Communicator {
   [[noreturn]] void abort(int code) override;
 
  private:
+  void count(CommTotals::Kind& kind, const char* name, size_t bytes);
+
+  std::unique_ptr<Communicator> owned_;
   Communicator& inner_;
+  bool keep_records_;
   std::vector<CollectiveRecord> records_;
+  CommTotals totals_;
 };
 
 }  // namespace mt

@@ -23,6 +23,14 @@ TrainConfig finalized(TrainConfig c, const ParallelGrid& grid, int rank) {
   return c;
 }
 
+// Replaces the group by a counting wrapper around it.
+CountingCommunicator* counted(std::unique_ptr<Communicator>& group) {
+  auto counter = std::make_unique<CountingCommunicator>(std::move(group));
+  CountingCommunicator* raw = counter.get();
+  group = std::move(counter);
+  return raw;
+}
+
 std::unique_ptr<Communicator> self_if_null(Communicator* world) {
   return world ? nullptr : make_self_communicator();
 }
@@ -92,6 +100,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
       data_(checked(std::move(data), model_config_, config_)),
       train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                      config_.data_parallel_size) {
+  tp_counter_ = counted(groups_.tp);
+  dp_counter_ = counted(groups_.dp);
   if (config_.eval_iters > 0) {
     valid_sampler_.emplace(data_.valid->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                            config_.data_parallel_size);
@@ -174,6 +184,7 @@ ForwardBackwardResult Trainer::forward_backward() {
 
 IterationStats Trainer::train_step() {
   const auto start = Clock::now();
+  const CommTotals tp_before = tp_counter_->totals(), dp_before = dp_counter_->totals();
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
   IterationStats st;
@@ -202,6 +213,8 @@ IterationStats Trainer::train_step() {
   st.num_tokens = fb.num_tokens;
   st.grad_norm = step.grad_norm;
   st.logged_lr = scheduler_->current_lr();
+  st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
+  st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size());
   st.elapsed_ms = ms_since(start);
   return st;
 }
@@ -264,6 +277,7 @@ TrainResult Trainer::run(const LogFn& log) {
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));
+      if (world_size > 1) log(format_comm_line(interval.mean_tp_bytes(), interval.mean_dp_bytes()));
       if (!first) {
         interval.reset();
         interval_start = Clock::now();

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/counting_communicator.h"
 #include "model/gpt.h"
 #include "optim/grad_sync.h"
 #include "optim/lr_schedule.h"
@@ -120,6 +121,9 @@ class Trainer {
   // The communicators come first: the data checks and the configs depend on the grid.
   std::unique_ptr<Communicator> self_;  // world when none is given
   ProcessGroups groups_;
+  // groups_.tp and groups_.dp wrapped so the log can report the bytes sent over each.
+  CountingCommunicator* tp_counter_ = nullptr;
+  CountingCommunicator* dp_counter_ = nullptr;
   ModelConfig model_config_;
   TrainConfig config_;
   TrainData data_;

@@ -191,6 +191,42 @@ TEST(CutStages, StagesHoldOnlyTheirParametersUnderGlobalNames) {
   EXPECT_THROW(first.forward(0, batch.view(), wrong.view(), training(1)), Error);  // the first stage embeds tokens
 }
 
+// The groups a backward reports finished (and a forward needs) in turn: embedding, each layer,
+// head. For every kind of stage they must tile params() in order, or data parallelism would start
+// a bucket's reduction early, or never, and the overlapped gather would skip a bucket.
+TEST(CutStages, ParameterGroupsTileEveryKindOfStage) {
+  for (const bool tied : {true, false}) {
+    const ModelConfig c = make_config({"model", /*llama=*/!tied, tied}, 4);
+    const StageRange kinds[] = {StageRange::whole(c), {0, 2, true, false}, {1, 3, false, false},
+                                {2, 4, false, true}, {0, 0, true, false},  {4, 4, false, true},
+                                {0, 4, false, false}, {0, 0, true, true}};
+    for (const StageRange& r : kinds) {
+      SCOPED_TRACE("layers [" + std::to_string(r.first_layer) + ", " + std::to_string(r.last_layer) + ")" +
+                   (r.embedding ? " + embedding" : "") + (r.head ? " + head" : "") + (tied ? ", tied" : ""));
+      const ParamStore store(c, r, cpu_backend(), nullptr);
+      std::vector<ParamStore::IndexRange> groups = {store.embedding_params()};
+      for (int64_t i = r.first_layer; i < r.last_layer; ++i) groups.push_back(store.layer_params(i));
+      groups.push_back(store.head_params());
+      size_t next = 0;
+      for (const ParamStore::IndexRange& g : groups) {
+        EXPECT_EQ(g.first, next);
+        EXPECT_LE(g.first, g.second);
+        next = g.second;
+      }
+      EXPECT_EQ(next, store.params().size());
+      // Each group holds what its name says.
+      for (size_t i = store.embedding_params().first; i < store.embedding_params().second; ++i)
+        EXPECT_NE(store.params()[i].name.find("embedding"), std::string::npos) << store.params()[i].name;
+      for (int64_t l = r.first_layer; l < r.last_layer; ++l)
+        for (size_t i = store.layer_params(l).first; i < store.layer_params(l).second; ++i)
+          EXPECT_EQ(store.params()[i].name.rfind("decoder.layers." + std::to_string(l) + ".", 0), 0u)
+              << store.params()[i].name;
+      EXPECT_EQ(store.embedding_params().second > 0, r.embedding);
+      EXPECT_EQ(store.head_params().second > store.head_params().first, r.head);
+    }
+  }
+}
+
 // ---- The forward-only path ----
 
 class ForwardOnly : public ::testing::TestWithParam<Variant> {};

@@ -165,5 +165,32 @@ TEST(CountingCommunicator, RecordsSendsAndReceivesWithTheirBytes) {
   EXPECT_EQ(r[3].bytes, 16u);
 }
 
+// Totals by kind, and the bytes a rank sends under ring algorithms: 2(d-1)/d of an all-reduce,
+// (d-1)/d of an all-gather or reduce-scatter (of the whole), every send; receives send nothing.
+TEST(CountingCommunicator, TotalsAndRingBytes) {
+  std::unique_ptr<Communicator> self = make_self_communicator();
+  CountingCommunicator c(*self, /*keep_records=*/false);
+  HostTensor a = filled(4, 1.0f), out(DType::f32, {4}), got(DType::f32, {4});
+  c.all_reduce(a.view(), ReduceOp::sum);
+  c.all_reduce_async(a.view(), ReduceOp::avg)->wait();
+  c.all_gather(out.view(), a.view());
+  c.send(a.view(), 0, 3);
+  c.recv(got.view(), 0, 3);
+  EXPECT_TRUE(c.records().empty());
+  const CommTotals t = c.totals();
+  EXPECT_EQ(t.all_reduce.calls, 2u);
+  EXPECT_EQ(t.all_reduce.bytes, 32u);
+  EXPECT_EQ(t.all_gather.bytes, 16u);
+  EXPECT_EQ(t.send.bytes, 16u);
+  EXPECT_EQ(t.recv.bytes, 16u);
+  EXPECT_DOUBLE_EQ(t.sent_bytes(4), 2.0 * 0.75 * 32 + 0.75 * 16 + 16);
+  EXPECT_DOUBLE_EQ(t.sent_bytes(1), 16.0);  // collectives over one rank move nothing
+  const CommTotals later = c.totals();
+  c.all_reduce(a.view(), ReduceOp::sum);
+  EXPECT_EQ((c.totals() - later).all_reduce.bytes, 16u);
+  c.clear();
+  EXPECT_EQ(c.totals().all_reduce.calls, 0u);
+}
+
 }  // namespace
 }  // namespace mt::test

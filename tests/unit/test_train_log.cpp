@@ -72,6 +72,13 @@ TEST(TrainLog, ValidationBlockAndDatetimeLine) {
   EXPECT_EQ(dt.size(), std::string("[after training is done] datetime: 2026-01-02 03:04:05.000006 ").size());
 }
 
+TEST(TrainLog, CommunicationLineInDecimalUnits) {
+  EXPECT_EQ(format_comm_line(0.0, 284160.0),
+            " communication per iteration on this rank (ring-algorithm bytes sent): tp 0 B | dp 284 kB |");
+  EXPECT_EQ(format_comm_line(1.5e9, 999.0),
+            " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.5 GB | dp 999 B |");
+}
+
 TEST(TrainLog, ProgressExtrapolatesTheTimeLeft) {
   EXPECT_EQ(format_progress(30, 120, 75.0), "[progress] iteration 30/120 (25.0%) | elapsed 0:01:15 | remaining ~0:03:45");
 }
