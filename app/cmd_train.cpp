@@ -108,6 +108,16 @@ TrainConfig train_config(const Options& o) {
   t.exit_interval = optional_integer(o, "--exit-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
   t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
+  t.pipeline.pp = static_cast<int>(o.integer("--pipeline-model-parallel-size"));
+  t.pipeline.first_stage_layers = optional_integer(o, "--decoder-first-pipeline-num-layers");
+  t.pipeline.last_stage_layers = optional_integer(o, "--decoder-last-pipeline-num-layers");
+  t.pipeline.account_for_embedding = o.flag("--account-for-embedding-in-pipeline-split");
+  t.pipeline.account_for_loss = o.flag("--account-for-loss-in-pipeline-split");
+  t.pipeline.layers_per_virtual_stage = optional_integer(o, "--num-layers-per-virtual-pipeline-stage");
+  if (const std::optional<int64_t> v = optional_integer(o, "--num-virtual-stages-per-pipeline-rank"))
+    t.pipeline.virtual_stages_per_rank = static_cast<int>(*v);
+  if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))
+    t.microbatch_group_size = static_cast<int>(*g);
   t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
   t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
   t.ddp_bucket_size = o.integer("--ddp-bucket-size");
@@ -248,8 +258,8 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   const ProcessGroups& g = trainer.groups();
   print("model: " + trainer.model().config().summary());
   print("layout: " + std::to_string(g.grid.world_size()) + " ranks = tensor parallel " + std::to_string(g.grid.tp()) +
-        (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x data parallel " +
-        std::to_string(g.grid.dp()));
+        (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x pipeline parallel " +
+        std::to_string(g.grid.pp()) + " x data parallel " + std::to_string(g.grid.dp()));
   print("parameters on this rank: " + std::to_string(trainer.model().params().numel()));
   trainer.run(print);
   return 0;

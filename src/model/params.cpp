@@ -114,7 +114,8 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
     const BufferRange at = layout_.params[i];
     params_.push_back({s.name, values.rows(at.start, at.numel()).reshape(local),
                        grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape, s.shard,
-                       s.sequence_parallel && t > 1, s.shared_embedding, at.start});
+                       s.sequence_parallel && t > 1, s.shared_embedding, s.shared_embedding && !range.embedding,
+                       at.start});
   }
   // Parameters are registered embedding, layer by layer, head: find where each group starts.
   size_t index = 0;

@@ -35,6 +35,9 @@ struct Param {
   // the first stage's copy and the last stage's (its output layer). Their gradients are summed
   // over the embedding group so the copies stay identical (by the pipeline's gradient sync).
   bool shared_embedding = false;
+  // Megatron's param.shared: the last stage's copy of the tied embedding, whose gradient (once
+  // summed over the embedding group) the first stage's copy already counts in the gradient norm.
+  bool shared = false;
   // Element offset of value and gradient in the store's buffers (ParamStore::layout()); the
   // optimizer lays its state out at the same offsets. -1: not in a store (made by hand).
   int64_t buffer_offset = -1;

@@ -86,6 +86,8 @@ class Stage {
   const StageRange& range() const { return range_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
   int64_t micro_batch() const { return b_; }
+  // [Nl, h], Nl = s·b (s·b/t under sequence parallelism): the hidden states passed between stages.
+  Shape hidden_shape() const { return dx_.shape; }
   int slots() const { return static_cast<int>(slots_.size()); }
   bool slot_busy(int slot) const;
   // Logits [rows, V_padded / t] of the last chunk of the last forward() (all s·b rows when

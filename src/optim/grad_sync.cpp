@@ -10,13 +10,14 @@ namespace {
 bool active(const Communicator* c) { return c != nullptr && c->size() > 1; }
 }  // namespace
 
-DataParallelSync::DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, const DdpConfig& ddp,
+DataParallelSync::DataParallelSync(ParamStore& params, const GradSyncGroups& groups, const DdpConfig& ddp,
                                    Backend& backend, MemoryTracker* tracker)
     : params_(params),
-      tp_(tp),
-      dp_(dp),
-      distributed_(ddp.use_distributed_optimizer && active(dp)),
-      overlap_grads_(ddp.overlap_grad_reduce && active(dp)),
+      tp_(groups.tp),
+      dp_(groups.dp),
+      embedding_(groups.embedding),
+      distributed_(ddp.use_distributed_optimizer && active(dp_)),
+      overlap_grads_(ddp.overlap_grad_reduce && active(dp_)),
       overlap_gather_(ddp.overlap_param_gather && distributed_),
       reduce_op_(ddp.average_in_collective ? ReduceOp::avg : ReduceOp::sum) {
   const std::vector<DdpBucket>& buckets = params_.layout().buckets;
@@ -93,15 +94,19 @@ void DataParallelSync::reduce_grads() {
   // Whatever the backward did not finish (all of it without overlap), in parameter order.
   for (size_t i = 0; i < params_.params().size(); ++i) finish_param(i);
   last_micro_batch_ = false;
-  if (!active(dp_)) return;
-  const std::vector<DdpBucket>& buckets = params_.layout().buckets;
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    wait(b);
-    if (!distributed_) continue;
-    const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
-    copy_tensor(params_.grad_buffer().rows(mine.start, mine.numel()),
-                grad_shards_.rows(shard_at_[b].start, shard_at_[b].numel()));
+  if (active(dp_)) {
+    const std::vector<DdpBucket>& buckets = params_.layout().buckets;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      wait(b);
+      if (!distributed_) continue;
+      const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
+      copy_tensor(params_.grad_buffer().rows(mine.start, mine.numel()),
+                  grad_shards_.rows(shard_at_[b].start, shard_at_[b].numel()));
+    }
   }
+  if (active(embedding_))
+    for (const Param& p : params_.params())
+      if (p.shared_embedding) embedding_->all_reduce(p.grad, ReduceOp::sum);
 }
 
 void DataParallelSync::gather_params() {

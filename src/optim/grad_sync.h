@@ -20,14 +20,23 @@
 
 namespace mt {
 
+// The groups gradients are reduced over (null or size 1: nothing to do there).
+struct GradSyncGroups {
+  Communicator* tp = nullptr;  // sequence-parallel norm gradients
+  Communicator* dp = nullptr;  // every gradient, bucket by bucket
+  // The first and last pipeline stage: the two copies of the tied embedding (shared_embedding)
+  // have their gradients summed over it, after the dp reduction (Megatron's
+  // _allreduce_embedding_grads), so the copies stay identical.
+  Communicator* embedding = nullptr;
+};
+
 class DataParallelSync {
  public:
-  // params laid out with params.layout() for `dp`'s size; tp / dp null or size 1: nothing to do
-  // there. ddp: the settings the layout was made with (use_distributed_optimizer: each dp rank
+  // params laid out with params.layout() for the dp group's size. ddp: the settings the layout was made with (use_distributed_optimizer: each dp rank
   // owns DdpBucket::shard(dp rank) of every bucket), plus overlap_param_gather and
   // average_in_collective (the reductions average over dp instead of summing: the trainer then
   // leaves Megatron's 1/dp out of the grad scale).
-  DataParallelSync(ParamStore& params, Communicator* tp, Communicator* dp, const DdpConfig& ddp, Backend& backend,
+  DataParallelSync(ParamStore& params, const GradSyncGroups& groups, const DdpConfig& ddp, Backend& backend,
                    MemoryTracker* tracker);
 
   // --overlap-grad-reduce: the backward that follows is the global batch's last, so the gradients
@@ -42,7 +51,9 @@ class DataParallelSync {
   //    over tp (their gradients are partial sums until then);
   // 2. gradients are summed (or averaged) over dp bucket by bucket: all-reduced, or
   //    reduce-scattered into this rank's shard (the rest of the buffer then holds stale partial
-  //    sums, which nothing reads).
+  //    sums, which nothing reads);
+  // 3. the tied embedding's gradient summed over the embedding group (under the distributed
+  //    optimizer the copies' buckets shard alike, so each rank's shard is summed with its twin).
   void reduce_grads();
   // Distributed optimizer only (a no-op otherwise): every rank's updated shard of each bucket's
   // values, all-gathered into every rank's parameters. With --overlap-param-gather this only
@@ -64,6 +75,7 @@ class DataParallelSync {
   ParamStore& params_;
   Communicator* tp_;
   Communicator* dp_;
+  Communicator* embedding_;
   bool distributed_;
   bool overlap_grads_;
   bool overlap_gather_;

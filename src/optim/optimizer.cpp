@@ -11,8 +11,9 @@ namespace mt {
 namespace {
 
 // Which gradients this rank counts in the norm: its shards, and the parameters every tensor-parallel
-// rank holds whole on tp rank 0 only (Megatron's param_is_not_tensor_parallel_duplicate).
-bool counts_in_norm(const Param& p, int tp_rank) { return p.shard.sharded() || tp_rank == 0; }
+// rank holds whole on tp rank 0 only (Megatron's param_is_not_tensor_parallel_duplicate); never the
+// last pipeline stage's copy of the tied embedding (param_is_not_shared).
+bool counts_in_norm(const Param& p, int tp_rank) { return !p.shared && (p.shard.sharded() || tp_rank == 0); }
 
 // The norm from this rank's sum of squares: summed (in double) over the model-parallel group first.
 double norm_over(double local_sum, Communicator* model_parallel) {

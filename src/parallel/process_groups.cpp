@@ -14,17 +14,21 @@ std::unique_ptr<Communicator> split_by_role(Communicator& world, const ParallelG
   for (size_t color = 0; color < groups.size(); ++color)
     for (int member : groups[color])
       if (member == rank) return world.split(static_cast<int>(color), grid.rank_in_group(role, rank));
-  MT_FAIL() << "rank " << rank << " is in no " << grid_role_name(role) << " group";
+  // Only the embedding group leaves ranks out (the middle pipeline stages): each is alone.
+  MT_CHECK(role == GridRole::embedding) << "rank " << rank << " is in no " << grid_role_name(role) << " group";
+  return world.split(static_cast<int>(groups.size()) + rank, 0);
 }
 
 }  // namespace
 
 ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
   config.world_size = world.size();
-  ProcessGroups g{ParallelGrid(config), &world, nullptr, nullptr, nullptr};
+  ProcessGroups g{ParallelGrid(config), &world, nullptr, nullptr, nullptr, nullptr, nullptr};
   g.tp = split_by_role(world, g.grid, GridRole::tp);
   g.dp = split_by_role(world, g.grid, GridRole::dp);
   g.model_parallel = split_by_role(world, g.grid, GridRole::model_parallel);
+  g.pp = split_by_role(world, g.grid, GridRole::pp);
+  g.embedding = split_by_role(world, g.grid, GridRole::embedding);
   return g;
 }
 

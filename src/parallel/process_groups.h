@@ -16,6 +16,9 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> tp;              // tensor parallel: the layer collectives
   std::unique_ptr<Communicator> dp;              // data parallel
   std::unique_ptr<Communicator> model_parallel;  // tp-pp: the gradient norm, found_inf
+  std::unique_ptr<Communicator> pp;              // pipeline: activations and their gradients
+  // The first and last pipeline stage (tied embedding gradients); a middle stage's is itself alone.
+  std::unique_ptr<Communicator> embedding;
 };
 
 // Collective over `world`: every rank must call it with the same config (world_size is taken

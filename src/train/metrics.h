@@ -24,9 +24,10 @@ struct IterationStats {
   bool skipped = false;          // update skipped (fp16 overflow); the schedule did not advance
   float loss_scale = 1.0f;       // the loss scale after this iteration's update (as logged)
   double elapsed_ms = 0.0;       // wall time of this iteration's train step alone
-  // Bytes this rank sent in the step over the tensor- and data-parallel groups, as ring
-  // algorithms send them (CommTotals::sent_bytes).
-  double tp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
+  // Bytes this rank sent in the step over the tensor-parallel, pipeline (point-to-point messages
+  // and the tied embedding's all-reduce) and data-parallel groups, as ring algorithms send them
+  // (CommTotals::sent_bytes).
+  double tp_bytes_sent = 0.0, pp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
 };
 
 // The values of one log line.
@@ -63,9 +64,10 @@ std::string format_datetime_line(const std::string& what);
 // newlines). PPL = exp(min(20, loss)).
 std::string format_validation_block(const std::string& prefix, double lm_loss);
 
-// " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.23 MB | dp 45.6 MB |"
-// (decimal units: B, kB, MB, GB). Megatron does not print it; its users ask where their time goes.
-std::string format_comm_line(double tp_bytes, double dp_bytes);
+// " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.23 MB | pp 0 B |
+// dp 45.6 MB |" (decimal units: B, kB, MB, GB). Megatron does not print it; its users ask where
+// their time goes.
+std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes);
 
 // "[progress] iteration i/N (p%) | elapsed h:mm:ss | remaining ~h:mm:ss", extrapolating the
 // average wall time per iteration so far.
@@ -84,15 +86,17 @@ class IntervalAccumulator {
   // Σ loss / advanced iterations; absent when none advanced or the mean is not >= 0 (Megatron
   // prints the loss only when `avg >= 0.0`).
   std::optional<double> mean_loss() const;
-  // Mean bytes sent per iteration (skipped ones included) over tp and dp.
-  double mean_tp_bytes() const { return tp_bytes_ / std::max<double>(1.0, static_cast<double>(iterations())); }
-  double mean_dp_bytes() const { return dp_bytes_ / std::max<double>(1.0, static_cast<double>(iterations())); }
+  // Mean bytes sent per iteration (skipped ones included) over tp, pp and dp.
+  double mean_tp_bytes() const { return per_iteration(tp_bytes_); }
+  double mean_pp_bytes() const { return per_iteration(pp_bytes_); }
+  double mean_dp_bytes() const { return per_iteration(dp_bytes_); }
   void reset() { *this = IntervalAccumulator(); }
 
  private:
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
   double loss_sum_ = 0.0;
-  double tp_bytes_ = 0.0, dp_bytes_ = 0.0;
+  double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0;
+  double per_iteration(double total) const { return total / std::max<double>(1.0, static_cast<double>(iterations())); }
 };
 
 }  // namespace mt

@@ -11,6 +11,7 @@
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "pipeline/partition.h"
 
 namespace mt {
 
@@ -37,6 +38,11 @@ struct TrainConfig {
   // --ddp-average-in-collective: the dp reduction averages (NCCL's AVG) instead of summing
   // gradients pre-scaled by 1/dp.
   bool ddp_average_in_collective = false;
+
+  // --pipeline-model-parallel-size and the split flags (pipeline/partition.h); its num_layers is
+  // the model's (the trainer sets it). --microbatch-group-size-per-virtual-pipeline-stage: 0 = pp.
+  PartitionConfig pipeline;
+  int microbatch_group_size = 0;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

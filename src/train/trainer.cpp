@@ -6,7 +6,10 @@
 #include <cmath>
 
 #include "optim/grad_sync.h"
+#include "pipeline/executor.h"
+#include "pipeline/simulate.h"
 #include "train/flops.h"
+#include "train/stage_chunks.h"
 
 namespace mt {
 
@@ -69,6 +72,7 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   GridConfig g;
   g.world_size = world_size;
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  g.pp = train.pipeline.pp;
   g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
   return g;
 }
@@ -102,32 +106,64 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                      config_.data_parallel_size) {
   tp_counter_ = counted(groups_.tp);
   dp_counter_ = counted(groups_.dp);
+  pp_counter_ = counted(groups_.pp);
+  embedding_counter_ = counted(groups_.embedding);
   if (config_.eval_iters > 0) {
     valid_sampler_.emplace(data_.valid->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                            config_.data_parallel_size);
     test_sampler_.emplace(data_.test->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                           config_.data_parallel_size);
   }
-  GptModelOptions model_options;
-  model_options.tp_comm = groups_.tp.get();
-  model_options.ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
-  model_options.ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
-  model_options.ddp.overlap_grad_reduce = config_.overlap_grad_reduce;
-  model_options.ddp.bucket_size = config_.ddp_bucket_size;
-  model_options.ddp.overlap_param_gather = config_.overlap_param_gather;
-  model_options.ddp.average_in_collective = config_.ddp_average_in_collective;
+  // This rank's pipeline stage and the schedules that drive it (validated by running every
+  // rank's list in the simulator: a bad list fails here, not as a hang).
+  pp_rank_ = groups_.grid.dense_coords(groups_.world->rank()).pp;
+  PartitionConfig partition_config = config_.pipeline;
+  partition_config.num_layers = model_config_.num_layers;
+  const PipelinePartition partition = partition_layers(partition_config);
+  MT_CHECK(partition.vp == 1) << "interleaved pipeline schedules (" << partition.vp
+                              << " virtual stages per rank) are not implemented yet; drop "
+                                 "--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank";
+  ScheduleConfig schedule{partition.pp, partition.vp, static_cast<int>(config_.num_microbatches),
+                          config_.microbatch_group_size, false};
+  train_schedule_ = build_schedule(schedule);
+  check_schedule(train_schedule_);
+  schedule.forward_only = true;
+  eval_schedule_ = build_schedule(schedule);
+  check_schedule(eval_schedule_);
+  const ChunkLayers& mine = partition.chunk(pp_rank_, 0);
+
+  StageOptions stage_options;
+  stage_options.slots = max_in_flight(train_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.vp)[0];
+  stage_options.tp_comm = groups_.tp.get();
+  DdpConfig& ddp = stage_options.ddp;
+  ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
+  ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
+  ddp.overlap_grad_reduce = config_.overlap_grad_reduce;
+  ddp.bucket_size = config_.ddp_bucket_size;
+  ddp.overlap_param_gather = config_.overlap_param_gather;
+  ddp.average_in_collective = config_.ddp_average_in_collective;
   Backend& backend = backend_of(context);
-  model_ = std::make_unique<GptModel>(model_config_, config_.micro_batch_size, backend, &memory_, model_options);
-  model_->set_seed(config_.seed);
-  model_->params().init(config_.seed);
-  ParamStore& params = model_->params();
+  stage_ = std::make_unique<Stage>(model_config_, StageRange{mine.first_layer, mine.last_layer, mine.embedding, mine.head},
+                                   config_.micro_batch_size, backend, &memory_, stage_options);
+  stage_->set_seed(config_.seed);
+  stage_->params().init(config_.seed);
+  const int receives = std::max(max_buffered_receives(train_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.pp),
+                                max_buffered_receives(eval_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.pp));
+  if (receives > 0) {
+    const Shape message = stage_->hidden_shape();
+    Arena measure(MemCategory::comm);
+    for (int i = 0; i < receives; ++i) measure.alloc(DType::f32, message);
+    receive_arena_ = std::make_unique<Arena>(backend, MemCategory::comm, measure.used(), &memory_);
+    for (int i = 0; i < receives; ++i) receive_buffers_.push_back(receive_arena_->alloc(DType::f32, message));
+  }
+  ParamStore& params = stage_->params();
   const DistributedShard shard{config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()};
   optimizer_ = std::make_unique<AdamW>(params.params(), backend, &memory_, groups_.model_parallel.get(),
                                        groups_.tp->rank(), shard);
-  dp_sync_ = std::make_unique<DataParallelSync>(params, groups_.tp.get(), groups_.dp.get(), model_options.ddp,
-                                                backend, &memory_);
-  model_->stage().on_grads_ready([this](ParamStore::IndexRange r) { dp_sync_->grads_ready(r); });
-  model_->stage().on_params_needed([this](ParamStore::IndexRange r) { dp_sync_->params_needed(r); });
+  dp_sync_ = std::make_unique<DataParallelSync>(
+      params, GradSyncGroups{groups_.tp.get(), groups_.dp.get(), groups_.embedding.get()}, ddp, backend, &memory_);
+  stage_->on_grads_ready([this](ParamStore::IndexRange r) { dp_sync_->grads_ready(r); });
+  stage_->on_params_needed([this](ParamStore::IndexRange r) { dp_sync_->params_needed(r); });
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -141,6 +177,18 @@ float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 
 double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), value); }
 
+double Trainer::from_last_stage(double value) const { return sum_over(groups_.pp.get(), value); }
+
+void Trainer::run_pipeline(const Schedule& schedule, PipelineChunk& chunk, DType activation_dtype) {
+  PipelineRun run;
+  run.pp = groups_.pp.get();
+  run.chunks = {&chunk};
+  run.message = stage_->hidden_shape();
+  run.activation_dtype = activation_dtype;
+  run.receive_buffers = receive_buffers_;
+  execute_pipeline(schedule.ranks[static_cast<size_t>(pp_rank_)], run);
+}
+
 ForwardBackwardResult Trainer::forward_backward() {
   // Read every micro-batch first: the masks fix the per-token normaliser before any forward.
   double local_tokens = 0.0;
@@ -153,10 +201,11 @@ ForwardBackwardResult Trainer::forward_backward() {
   // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
   const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
-  model_->params().zero_grads();
-  ForwardBackwardResult result;
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    MicroBatchBuffer& b = buffers_[i];
+  stage_->params().zero_grads();
+  std::vector<MicroBatch> batches;
+  std::vector<ForwardOptions> options;
+  for (MicroBatchBuffer& b : buffers_) {
+    batches.push_back(b.view(model_config_.seq_length));
     ForwardOptions fo;
     // Distinct per micro-batch across iterations and dp ranks: the global index of its first sample.
     fo.dropout_round = static_cast<uint64_t>(b.indices.front());
@@ -165,26 +214,31 @@ ForwardBackwardResult Trainer::forward_backward() {
     fo.grad_scale = static_cast<float>(loss_scale() * (config_.calculate_per_token_loss
                                                            ? 1.0 / std::max(global_tokens, 1.0)
                                                            : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp)));
-    const LossSums sums = model_->forward(b.view(model_config_.seq_length), fo);
+    options.push_back(fo);
+  }
+  TrainingChunk chunk(*stage_, std::move(batches), std::move(options), [this] { dp_sync_->start_last_micro_batch(); });
+  run_pipeline(train_schedule_, chunk, model_config_.params_dtype);
+  ForwardBackwardResult result;
+  for (size_t i = 0; i < chunk.losses().size(); ++i) {
+    const LossSums& sums = chunk.losses()[i];
     // pretrain_gpt.py::loss_func with --check-for-nan-in-loss-and-grad (Megatron's default): fatal.
     MT_CHECK(std::isfinite(sums.loss_sum))
         << "found " << (std::isnan(sums.loss_sum) ? "NaN" : "Inf") << " in local forward loss calculation at iteration "
         << iteration_ + 1 << " (micro-batch " << i << "): training diverged; lower --lr, lengthen the warmup "
         << "(--lr-warmup-iters) or clip harder (--clip-grad)";
-    if (i + 1 == buffers_.size()) dp_sync_->start_last_micro_batch();
-    model_->backward();
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
   dp_sync_->reduce_grads();
-  result.loss_sum = dp_sum(result.loss_sum);
-  result.num_tokens = dp_sum(result.num_tokens);
+  result.loss_sum = from_last_stage(dp_sum(result.loss_sum));
+  result.num_tokens = from_last_stage(dp_sum(result.num_tokens));
   return result;
 }
 
 IterationStats Trainer::train_step() {
   const auto start = Clock::now();
-  const CommTotals tp_before = tp_counter_->totals(), dp_before = dp_counter_->totals();
+  const CommTotals tp_before = tp_counter_->totals(), pp_before = pp_counter_->totals(),
+                   embedding_before = embedding_counter_->totals(), dp_before = dp_counter_->totals();
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
   IterationStats st;
@@ -214,6 +268,8 @@ IterationStats Trainer::train_step() {
   st.grad_norm = step.grad_norm;
   st.logged_lr = scheduler_->current_lr();
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
+  st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
+                     (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
   st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size());
   st.elapsed_ms = ms_since(start);
   return st;
@@ -224,16 +280,22 @@ double Trainer::evaluate(Split split) {
   PretrainingSampler& sampler = split == Split::valid ? *valid_sampler_ : *test_sampler_;
   const SampleSource& source = *data_.split(split);
   double loss_sum = 0.0, num_tokens = 0.0;
-  for (int64_t it = 0; it < config_.eval_iters; ++it)
-    for (int64_t mb = 0; mb < config_.num_microbatches; ++mb) {
-      MicroBatchBuffer& b = buffers_.front();
+  for (int64_t it = 0; it < config_.eval_iters; ++it) {
+    std::vector<MicroBatch> batches;
+    for (MicroBatchBuffer& b : buffers_) {
       b.fill(source, sampler.next());
-      // model.eval() under torch.no_grad(): no dropout, nothing kept for a backward.
-      const LossSums sums = model_->forward_only(b.view(model_config_.seq_length));
+      batches.push_back(b.view(model_config_.seq_length));
+    }
+    // model.eval() under torch.no_grad(): no dropout, nothing kept for a backward. The
+    // forward-only path hands on f32 hidden states.
+    EvaluationChunk chunk(*stage_, std::move(batches));
+    run_pipeline(eval_schedule_, chunk, DType::f32);
+    for (const LossSums& sums : chunk.losses()) {
       loss_sum += sums.loss_sum;
       num_tokens += sums.num_tokens;
     }
-  return dp_sum(loss_sum) / std::max(dp_sum(num_tokens), 1.0);
+  }
+  return from_last_stage(dp_sum(loss_sum)) / std::max(from_last_stage(dp_sum(num_tokens)), 1.0);
 }
 
 TrainResult Trainer::run(const LogFn& log) {
@@ -277,7 +339,7 @@ TrainResult Trainer::run(const LogFn& log) {
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));
-      if (world_size > 1) log(format_comm_line(interval.mean_tp_bytes(), interval.mean_dp_bytes()));
+      if (world_size > 1) log(format_comm_line(interval.mean_tp_bytes(), interval.mean_pp_bytes(), interval.mean_dp_bytes()));
       if (!first) {
         interval.reset();
         interval_start = Clock::now();

@@ -30,11 +30,12 @@
 #include <vector>
 
 #include "comm/counting_communicator.h"
-#include "model/gpt.h"
+#include "model/stage.h"
 #include "optim/grad_sync.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "parallel/process_groups.h"
+#include "pipeline/executor.h"
 #include "train/metrics.h"
 #include "train/run_context.h"
 #include "train/train_config.h"
@@ -55,14 +56,14 @@ struct TrainResult {
   bool exited = false;  // stopped by --exit-interval (no evaluation after training, as Megatron)
 };
 
-// What forward_backward accumulated for one global batch (this rank's share).
+// What forward_backward accumulated over one global batch (all ranks' sums, on every rank).
 struct ForwardBackwardResult {
   double loss_sum = 0.0;    // Σ mask·token loss
   double num_tokens = 0.0;  // Σ mask
 };
 
-// The grid a run lays its world_size ranks out on: tp from the model config, the rank order from
-// --use-tp-pp-dp-mapping; data parallelism takes the rest.
+// The grid a run lays its world_size ranks out on: tp from the model config, pp from the train
+// config, the rank order from --use-tp-pp-dp-mapping; data parallelism takes the rest.
 GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train, int world_size);
 
 // The samples each split needs (TrainConfig::dataset_sizes) for a run of world_size ranks, whose
@@ -104,7 +105,8 @@ class Trainer {
   // stopped (Megatron's consumed_valid_samples).
   double evaluate(Split split);
 
-  GptModel& model() { return *model_; }
+  // This rank's part of the model: the whole model, or its pipeline stage.
+  Stage& model() { return *stage_; }
   const ModelConfig& model_config() const { return model_config_; }
   const TrainConfig& config() const { return config_; }
   const OptimizerParamScheduler& scheduler() const { return *scheduler_; }
@@ -117,18 +119,28 @@ class Trainer {
  private:
   // Sums over the data-parallel group (every rank gets the total).
   double dp_sum(double value) const;
+  // A value only the last pipeline stage has (the loss), given to every stage (zero elsewhere).
+  double from_last_stage(double value) const;
+  // Runs this rank's list of `schedule` on its chunk.
+  void run_pipeline(const Schedule& schedule, PipelineChunk& chunk, DType activation_dtype);
 
   // The communicators come first: the data checks and the configs depend on the grid.
   std::unique_ptr<Communicator> self_;  // world when none is given
   ProcessGroups groups_;
-  // groups_.tp and groups_.dp wrapped so the log can report the bytes sent over each.
+  // The groups wrapped so the log can report the bytes sent over each.
   CountingCommunicator* tp_counter_ = nullptr;
   CountingCommunicator* dp_counter_ = nullptr;
+  CountingCommunicator* pp_counter_ = nullptr;
+  CountingCommunicator* embedding_counter_ = nullptr;
   ModelConfig model_config_;
   TrainConfig config_;
   TrainData data_;
   MemoryTracker memory_;
-  std::unique_ptr<GptModel> model_;
+  int pp_rank_ = 0;
+  Schedule train_schedule_, eval_schedule_;  // this run's pipeline schedules (pp = 1: no pipelining)
+  std::unique_ptr<Stage> stage_;
+  std::unique_ptr<Arena> receive_arena_;  // where received activations and gradients wait
+  std::vector<TensorView> receive_buffers_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<DataParallelSync> dp_sync_;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;

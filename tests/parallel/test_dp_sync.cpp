@@ -33,7 +33,7 @@ void check(bool distributed, int64_t bucket_size) {
     for (int64_t i = 0; i < p.grad.numel(); ++i) p.grad.f32()[i] = grad_value(rank, p.buffer_offset + i);
   CountingCommunicator counting(world());
   const bool overlap = bucket_size > 0;
-  DataParallelSync sync(store, nullptr, &counting, ddp, cpu_backend(), nullptr);
+  DataParallelSync sync(store, {nullptr, &counting}, ddp, cpu_backend(), nullptr);
   if (overlap) {  // as the last micro-batch's backward reports them: head, layers from the last, embedding
     sync.start_last_micro_batch();
     sync.grads_ready(store.head_params());
@@ -108,7 +108,7 @@ TEST(DpSync, OverlappedParameterGatherWaitsPerBucket) {
   for (const Param& p : store.params())
     for (int64_t i = 0; i < p.grad.numel(); ++i) p.grad.f32()[i] = grad_value(rank, p.buffer_offset + i);
   CountingCommunicator counting(world());
-  DataParallelSync sync(store, nullptr, &counting, ddp, cpu_backend(), nullptr);
+  DataParallelSync sync(store, {nullptr, &counting}, ddp, cpu_backend(), nullptr);
   sync.reduce_grads();
   float rank_mean = 0.0f;
   for (int r = 0; r < d; ++r) rank_mean += static_cast<float>(r) / static_cast<float>(d);

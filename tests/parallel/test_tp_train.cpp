@@ -4,91 +4,12 @@
 // SwiGLU, RoPE). Weights and dropout masks are drawn by whole-tensor index, so the layouts differ
 // only in the order of floating-point reductions: the tolerance is 2e-5 on a loss of ~6
 // (measured differences are ~1e-6).
-#include <cmath>
 #include <numeric>
 
-#include "parallel_testing.h"
-#include "train/trainer.h"
+#include "train_testing.h"
 
 namespace mt::test {
 namespace {
-
-ModelConfig gpt2_style() {
-  ModelConfig m;
-  m.num_layers = 2;
-  m.hidden_size = 64;
-  m.num_attention_heads = 8;
-  m.seq_length = 32;
-  m.vocab_size = 512;  // a multiple of 128·t: the padded vocabulary is the same for every t
-  m.activation = Activation::gelu_tanh;
-  return m;  // LayerNorm, biases, learned positions, tied output layer, dropout 0.1
-}
-
-ModelConfig llama_style() {
-  ModelConfig m = gpt2_style();
-  m.num_query_groups = 4;
-  m.normalization = Normalization::rmsnorm;
-  m.activation = Activation::swiglu;
-  m.position_embedding_type = PositionEmbedding::rope;
-  m.add_bias_linear = false;
-  m.untie_embeddings_and_output_weights = true;
-  return m;
-}
-
-TrainConfig short_run() {
-  TrainConfig t;
-  t.micro_batch_size = 2;
-  t.global_batch_size = 8;  // 4 micro-batches without dp; dp ranks split them
-  t.train_iters = 20;
-  t.log_interval = 100;
-  t.eval_iters = 0;
-  t.seed = 42;
-  t.schedule.lr = 2e-3;
-  t.schedule.lr_warmup_iters = 3;
-  t.schedule.lr_decay_style = "cosine";
-  return t;
-}
-
-void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, const TrainConfig& run = short_run()) {
-  SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " + sp" : "") + " on " + std::to_string(world().size()) + " ranks" +
-               (run.use_distributed_optimizer ? ", distributed optimizer" : ""));
-  Trainer reference(base, run);  // this rank alone, tp = 1 (and dp = 1: the distributed optimizer shards nothing)
-  const TrainResult want = reference.run([](const std::string&) {});
-  ModelConfig m = base;
-  m.tensor_model_parallel_size = tp;
-  m.sequence_parallel = sp;
-  Trainer parallel(m, run, &world());
-  const TrainResult got = parallel.run([](const std::string&) {});
-  ASSERT_EQ(got.iterations.size(), want.iterations.size());
-  double worst = 0.0;
-  for (size_t i = 0; i < want.iterations.size(); ++i) {
-    const IterationStats &a = got.iterations[i], &b = want.iterations[i];
-    EXPECT_NEAR(a.loss, b.loss, 2e-5) << "iteration " << i + 1;
-    EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * b.grad_norm) << "iteration " << i + 1;
-    worst = std::max(worst, std::fabs(a.loss - b.loss));
-  }
-  ASSERT_EQ(got.evaluations.size(), want.evaluations.size());
-  for (size_t i = 0; i < want.evaluations.size(); ++i)
-    EXPECT_NEAR(got.evaluations[i].loss, want.evaluations[i].loss, 2e-5) << "evaluation " << i;
-  // The run must have learned something, or equal curves would prove little.
-  EXPECT_LT(want.iterations.back().loss, want.iterations.front().loss - 0.3);
-  // Data parallelism alone: every rank holds whole parameters, which must end where one rank's
-  // do (this also sees the last step's update and, under the distributed optimizer, its gather).
-  // Adam turns last-bit gradient differences of near-zero gradients into steps of up to lr = 2e-3
-  // (measured worst: 8e-6 over 20 steps); a missed update or gather is off by the 1e-2 that 20
-  // steps move a weight.
-  if (tp == 1) {
-    double worst_weight = 0.0;
-    for (const Param& p : parallel.model().params().params()) {
-      const Param& q = reference.model().params().get(p.name);
-      for (int64_t i = 0; i < p.value.numel(); ++i)
-        worst_weight = std::max(worst_weight, std::fabs(double(p.value.f32()[i]) - q.value.f32()[i]));
-    }
-    EXPECT_LT(worst_weight, 1e-4) << "final weights";
-    if (world().rank() == 0) std::printf("    largest final-weight difference: %.2e\n", worst_weight);
-  }
-  if (world().rank() == 0) std::printf("    largest loss difference: %.2e\n", worst);
-}
 
 TEST(TpTrain, Gpt2StyleTensorParallelMatchesSingleRank) { expect_same_curve(gpt2_style(), world().size(), false); }
 TEST(TpTrain, Gpt2StyleSequenceParallelMatchesSingleRank) { expect_same_curve(gpt2_style(), world().size(), true); }

@@ -73,10 +73,10 @@ TEST(TrainLog, ValidationBlockAndDatetimeLine) {
 }
 
 TEST(TrainLog, CommunicationLineInDecimalUnits) {
-  EXPECT_EQ(format_comm_line(0.0, 284160.0),
-            " communication per iteration on this rank (ring-algorithm bytes sent): tp 0 B | dp 284 kB |");
-  EXPECT_EQ(format_comm_line(1.5e9, 999.0),
-            " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.5 GB | dp 999 B |");
+  EXPECT_EQ(format_comm_line(0.0, 65536.0, 284160.0),
+            " communication per iteration on this rank (ring-algorithm bytes sent): tp 0 B | pp 65.5 kB | dp 284 kB |");
+  EXPECT_EQ(format_comm_line(1.5e9, 0.0, 999.0),
+            " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.5 GB | pp 0 B | dp 999 B |");
 }
 
 TEST(TrainLog, ProgressExtrapolatesTheTimeLeft) {

@@ -98,8 +98,8 @@ std::vector<std::vector<float>> per_micro_batch_grads(Trainer& t, const SampleSo
     ForwardOptions fo;
     fo.grad_scale = 1.0f;
     fo.dropout = false;
-    t.model().forward(buf.view(s), fo);
-    t.model().backward();
+    t.model().forward(0, buf.view(s), TensorView(), fo);
+    t.model().backward(0, TensorView());
     out.push_back(flat(t, true));
     tokens.push_back(buf.num_tokens);
   }
@@ -267,7 +267,7 @@ double manual_eval(Trainer& t, const SampleSource& source, int64_t first, int64_
     ForwardOptions fo;
     fo.dropout = dropout;
     fo.dropout_round = 12345;
-    const LossSums s = t.model().forward(buf.view(t.model_config().seq_length), fo);
+    const LossSums s = t.model().forward(0, buf.view(t.model_config().seq_length), TensorView(), fo).loss;
     loss += s.loss_sum;
     tokens += s.num_tokens;
   }

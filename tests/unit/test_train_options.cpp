@@ -16,21 +16,31 @@ namespace {
 TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   // Changing the option table must change this list: flags are part of the user interface.
   const std::vector<std::string> expected = {
+      "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--clip-grad",
-      "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective", "--ddp-bucket-size", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval",
-      "--eval-iters", "--exit-interval", "--ffn-hidden-size", "--fp16", "--global-batch-size",
-      "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
-      "--initial-loss-scale", "--kv-channels", "--log-interval", "--loss-scale", "--loss-scale-window", "--lr",
-      "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init",
+      "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective", "--ddp-bucket-size",
+      "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--disable-bias-linear",
+      "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters", "--exit-interval",
+      "--ffn-hidden-size", "--fp16", "--global-batch-size", "--group-query-attention", "--hidden-dropout",
+      "--hidden-size", "--hysteresis", "--init-method-std", "--initial-loss-scale", "--kv-channels",
+      "--log-interval", "--loss-scale", "--loss-scale-window", "--lr", "--lr-decay-iters",
+      "--lr-decay-samples", "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init",
       "--lr-warmup-iters", "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples",
       "--lr-wsd-decay-style", "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file",
-      "--micro-batch-size", "--min-loss-scale", "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
-      "--num-attention-heads", "--num-layers", "--num-query-groups", "--openai-gelu", "--overlap-grad-reduce", "--overlap-param-gather",
+      "--micro-batch-size", "--microbatch-group-size-per-virtual-pipeline-stage", "--min-loss-scale",
+      "--min-lr", "--mock-data", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id",
+      "--num-attention-heads", "--num-layers", "--num-layers-per-virtual-pipeline-stage",
+      "--num-query-groups", "--num-virtual-stages-per-pipeline-rank", "--openai-gelu",
+      "--overlap-grad-reduce", "--overlap-param-gather", "--pipeline-model-parallel-size",
       "--position-embedding-type", "--print-config", "--recompute-activations", "--recompute-granularity",
-      "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel",
-      "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
+      "--recompute-method", "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask",
+      "--reset-position-ids", "--rotary-base", "--seed", "--seq-length", "--sequence-parallel", "--split",
+      "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path",
+      "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
+      "--untie-embeddings-and-output-weights", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping",
+      "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay",
+      "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
@@ -56,7 +66,7 @@ TEST(TrainOptions, DefaultsAreMegatrons) {
   EXPECT_DOUBLE_EQ(o.real("--weight-decay"), 0.01);
   EXPECT_DOUBLE_EQ(o.real("--clip-grad"), 1.0);
   for (const char* unset : {"--micro-batch-size", "--global-batch-size", "--train-iters", "--train-samples", "--lr",
-                            "--eval-interval", "--exit-interval", "--lr-decay-iters", "--lr-warmup-fraction",
+                            "--microbatch-group-size-per-virtual-pipeline-stage", "--eval-interval", "--exit-interval", "--lr-decay-iters", "--lr-warmup-fraction",
                             "--start-weight-decay", "--tokenizer-type", "--split"})
     EXPECT_FALSE(o.has(unset)) << unset;
   EXPECT_FALSE(o.flag("--calculate-per-token-loss"));

@@ -1,0 +1,48 @@
+#include "train/stage_chunks.h"
+
+namespace mt {
+
+TrainingChunk::TrainingChunk(Stage& stage, std::vector<MicroBatch> batches, std::vector<ForwardOptions> options,
+                             std::function<void()> before_last_backward)
+    : stage_(stage),
+      batches_(std::move(batches)),
+      options_(std::move(options)),
+      before_last_backward_(std::move(before_last_backward)),
+      slot_of_(batches_.size(), -1),
+      losses_(batches_.size()) {
+  for (int s = stage_.slots(); s-- > 0;) free_slots_.push_back(s);
+}
+
+TensorView TrainingChunk::forward(int mb, const TensorView& input) {
+  MT_CHECK(!free_slots_.empty()) << "pipeline: micro-batch " << mb << " finds all " << stage_.slots()
+                                 << " activation slots of its stage busy";
+  const int slot = free_slots_.back();
+  free_slots_.pop_back();
+  slot_of_[static_cast<size_t>(mb)] = slot;
+  const StageForward out = stage_.forward(slot, batches_[static_cast<size_t>(mb)], input, options_[static_cast<size_t>(mb)]);
+  losses_[static_cast<size_t>(mb)] = out.loss;
+  return out.hidden;
+}
+
+TensorView TrainingChunk::backward(int mb, const TensorView& output_grad) {
+  if (mb + 1 == static_cast<int>(batches_.size()) && before_last_backward_) before_last_backward_();
+  const int slot = slot_of_[static_cast<size_t>(mb)];
+  const TensorView dx = stage_.backward(slot, output_grad);
+  free_slots_.push_back(slot);
+  return dx;
+}
+
+EvaluationChunk::EvaluationChunk(Stage& stage, std::vector<MicroBatch> batches)
+    : stage_(stage), batches_(std::move(batches)), losses_(batches_.size()) {}
+
+TensorView EvaluationChunk::forward(int mb, const TensorView& input) {
+  const StageForward out = stage_.forward_only(batches_[static_cast<size_t>(mb)], input);
+  losses_[static_cast<size_t>(mb)] = out.loss;
+  return out.hidden;
+}
+
+TensorView EvaluationChunk::backward(int mb, const TensorView&) {
+  MT_FAIL() << "pipeline: evaluation runs no backward (micro-batch " << mb << ")";
+}
+
+}  // namespace mt
