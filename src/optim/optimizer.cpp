@@ -43,41 +43,50 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
   return coeff;
 }
 
-AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel,
-             int tp_rank, const DistributedShard& shard)
-    : params_(params), model_parallel_(model_parallel), tp_rank_(tp_rank) {
-  // Which elements this rank updates, and where their state lies: whole parameters at their
-  // gradient-buffer offsets (parameters in no buffer after those, one after another), so a slice
-  // of the gradient buffer is the same slice of the state; or under the distributed optimizer the
-  // parts inside this rank's shard of every bucket, the shards one after another.
+AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
+             Communicator* model_parallel, int tp_rank)
+    : model_parallel_(model_parallel), tp_rank_(tp_rank) {
+  // Which elements this rank updates, and where their state lies (chunk after chunk): whole
+  // parameters at their gradient-buffer offsets (parameters in no buffer after those, one after
+  // another), so a slice of the gradient buffer is the same slice of the state; or under the
+  // distributed optimizer the parts inside this rank's shard of every bucket, the shards one
+  // after another.
   struct Place {
-    size_t param;
+    const Param* param;
     int64_t begin, end, state;
   };
   std::vector<Place> places;
   bool any_16bit = false;
-  for (const Param& p : params_) any_16bit = any_16bit || p.value.dtype != DType::f32;
-  if (shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1) {
-    data_parallel_ = shard.dp;
-    MT_CHECK(shard.layout->params.size() == params_.size())
-        << "the distributed optimizer's layout has " << shard.layout->params.size() << " parameters, the model "
-        << params_.size();
-    for (const DdpBucket& bucket : shard.layout->buckets) {
-      const BufferRange mine = bucket.shard(shard.dp->rank(), shard.dp->size());
-      for (int i : bucket.params) {
-        const BufferRange at = shard.layout->params[static_cast<size_t>(i)];
-        const int64_t lo = std::max(at.start, mine.start), hi = std::min(at.end, mine.end);
-        if (lo < hi) places.push_back({static_cast<size_t>(i), lo - at.start, hi - at.start, state_numel_ + lo - mine.start});
+  for (const OptimizedParams& chunk : chunks) {
+    const std::vector<Param>& params = *chunk.params;
+    const DistributedShard& shard = chunk.shard;
+    for (const Param& p : params) any_16bit = any_16bit || p.value.dtype != DType::f32;
+    const int64_t base = state_numel_;
+    if (shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1) {
+      MT_CHECK(data_parallel_ == nullptr || data_parallel_ == shard.dp)
+          << "the distributed optimizer's chunks must share one data-parallel group";
+      data_parallel_ = shard.dp;
+      MT_CHECK(shard.layout->params.size() == params.size())
+          << "the distributed optimizer's layout has " << shard.layout->params.size() << " parameters, the model "
+          << params.size();
+      for (const DdpBucket& bucket : shard.layout->buckets) {
+        const BufferRange mine = bucket.shard(shard.dp->rank(), shard.dp->size());
+        for (int i : bucket.params) {
+          const BufferRange at = shard.layout->params[static_cast<size_t>(i)];
+          const int64_t lo = std::max(at.start, mine.start), hi = std::min(at.end, mine.end);
+          if (lo < hi) places.push_back({&params[static_cast<size_t>(i)], lo - at.start, hi - at.start, state_numel_ + lo - mine.start});
+        }
+        state_numel_ += mine.numel();
       }
-      state_numel_ += mine.numel();
-    }
-  } else {
-    for (const Param& p : params_)
-      if (p.buffer_offset >= 0) state_numel_ = std::max(state_numel_, p.buffer_offset + p.value.numel());
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const Param& p = params_[i];
-      places.push_back({i, 0, p.value.numel(), p.buffer_offset >= 0 ? p.buffer_offset : state_numel_});
-      if (p.buffer_offset < 0) state_numel_ += p.value.numel();
+    } else {
+      int64_t end = base;
+      for (const Param& p : params)
+        if (p.buffer_offset >= 0) end = std::max(end, base + p.buffer_offset + p.value.numel());
+      for (const Param& p : params) {
+        places.push_back({&p, 0, p.value.numel(), p.buffer_offset >= 0 ? base + p.buffer_offset : end});
+        if (p.buffer_offset < 0) end += p.value.numel();
+      }
+      state_numel_ = end;
     }
   }
   auto carve = [&](Arena& arena) {
@@ -85,7 +94,6 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
     const TensorView main = any_16bit ? arena.alloc(DType::f32, {state_numel_}) : TensorView();
     segments_.clear();
     for (const Place& at : places) {
-      const Param& p = params_[at.param];
       const int64_t n = at.end - at.begin;
       Segment s;
       s.param = at.param;
@@ -93,7 +101,7 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
       s.end = at.end;
       s.m = m.rows(at.state, n);
       s.v = v.rows(at.state, n);
-      if (p.value.dtype != DType::f32) s.main = main.rows(at.state, n);
+      if (at.param->value.dtype != DType::f32) s.main = main.rows(at.state, n);
       segments_.push_back(s);
     }
   };
@@ -107,12 +115,12 @@ AdamW::AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracke
 }
 
 TensorView AdamW::grad_of(const Segment& s) const {
-  const TensorView& g = params_[s.param].grad;
+  const TensorView& g = s.param->grad;
   return g.reshape({g.numel()}).rows(s.begin, s.end - s.begin);
 }
 
 TensorView AdamW::value_of(const Segment& s) const {
-  const TensorView& v = params_[s.param].value;
+  const TensorView& v = s.param->value;
   return v.reshape({v.numel()}).rows(s.begin, s.end - s.begin);
 }
 
@@ -126,7 +134,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
   for (const Segment& s : segments_)
-    if (counts_in_norm(params_[s.param], tp_rank_)) norm_grads_.push_back(grad_of(s));
+    if (counts_in_norm(*s.param, tp_rank_)) norm_grads_.push_back(grad_of(s));
   norm_sums_.resize(norm_grads_.size());
   const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);
@@ -155,7 +163,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
     const TensorView value = value_of(s);
     // f32 parameters are their own master copy; 16-bit ones receive the updated master's rounding.
     update_.push_back({s.main.empty() ? value : s.main, grad_of(s), s.m, s.v, s.main.empty() ? TensorView() : value,
-                       params_[s.param].weight_decay ? weight_decay : 0.0f});
+                       s.param->weight_decay ? weight_decay : 0.0f});
   }
   adamw_update_multi(update_, hp);
   return result;

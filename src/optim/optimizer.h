@@ -46,12 +46,23 @@ struct DistributedShard {
   Communicator* dp = nullptr;
 };
 
+// One ParamStore's parameters (a model chunk's) and how they are sharded.
+struct OptimizedParams {
+  std::vector<Param>* params = nullptr;
+  DistributedShard shard;
+};
+
 class AdamW {
  public:
   // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
   // rank (see grad_norm).
   AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
-        int tp_rank = 0, const DistributedShard& shard = {});
+        int tp_rank = 0, const DistributedShard& shard = {})
+      : AdamW(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel, tp_rank) {}
+  // Several chunks' parameters (interleaved pipeline stages) under one step and one gradient norm;
+  // their state lies in one arena, chunk after chunk.
+  AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
+        Communicator* model_parallel = nullptr, int tp_rank = 0);
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
@@ -75,14 +86,13 @@ class AdamW {
   // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
   // parameter's value and gradient views are read at every step (a caller may repoint them).
   struct Segment {
-    size_t param = 0;
+    const Param* param = nullptr;
     int64_t begin = 0, end = 0;
     TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
   };
   TensorView grad_of(const Segment& s) const;
   TensorView value_of(const Segment& s) const;
 
-  std::vector<Param>& params_;
   Communicator* model_parallel_ = nullptr;
   Communicator* data_parallel_ = nullptr;  // the distributed optimizer's group
   int tp_rank_ = 0;

@@ -120,9 +120,6 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   PartitionConfig partition_config = config_.pipeline;
   partition_config.num_layers = model_config_.num_layers;
   const PipelinePartition partition = partition_layers(partition_config);
-  MT_CHECK(partition.vp == 1) << "interleaved pipeline schedules (" << partition.vp
-                              << " virtual stages per rank) are not implemented yet; drop "
-                                 "--num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank";
   ScheduleConfig schedule{partition.pp, partition.vp, static_cast<int>(config_.num_microbatches),
                           config_.microbatch_group_size, false};
   train_schedule_ = build_schedule(schedule);
@@ -130,10 +127,10 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   schedule.forward_only = true;
   eval_schedule_ = build_schedule(schedule);
   check_schedule(eval_schedule_);
-  const ChunkLayers& mine = partition.chunk(pp_rank_, 0);
+  const std::vector<Action>& actions = train_schedule_.ranks[static_cast<size_t>(pp_rank_)];
+  const std::vector<int> slots = max_in_flight(actions, partition.vp);
 
   StageOptions stage_options;
-  stage_options.slots = max_in_flight(train_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.vp)[0];
   stage_options.tp_comm = groups_.tp.get();
   DdpConfig& ddp = stage_options.ddp;
   ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
@@ -143,27 +140,35 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   ddp.overlap_param_gather = config_.overlap_param_gather;
   ddp.average_in_collective = config_.ddp_average_in_collective;
   Backend& backend = backend_of(context);
-  stage_ = std::make_unique<Stage>(model_config_, StageRange{mine.first_layer, mine.last_layer, mine.embedding, mine.head},
-                                   config_.micro_batch_size, backend, &memory_, stage_options);
-  stage_->set_seed(config_.seed);
-  stage_->params().init(config_.seed);
-  const int receives = std::max(max_buffered_receives(train_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.pp),
+  std::vector<OptimizedParams> optimized;
+  for (int c = 0; c < partition.vp; ++c) {
+    const ChunkLayers& layers = partition.chunk(pp_rank_, c);
+    stage_options.slots = slots[static_cast<size_t>(c)];
+    auto stage = std::make_unique<Stage>(model_config_,
+                                         StageRange{layers.first_layer, layers.last_layer, layers.embedding, layers.head},
+                                         config_.micro_batch_size, backend, &memory_, stage_options);
+    stage->set_seed(config_.seed);
+    stage->params().init(config_.seed);
+    ParamStore& params = stage->params();
+    optimized.push_back({&params.params(), {config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()}});
+    auto sync = std::make_unique<DataParallelSync>(
+        params, GradSyncGroups{groups_.tp.get(), groups_.dp.get(), groups_.embedding.get()}, ddp, backend, &memory_);
+    DataParallelSync* raw = sync.get();
+    stage->on_grads_ready([raw](ParamStore::IndexRange r) { raw->grads_ready(r); });
+    stage->on_params_needed([raw](ParamStore::IndexRange r) { raw->params_needed(r); });
+    chunks_.push_back(std::move(stage));
+    dp_syncs_.push_back(std::move(sync));
+  }
+  optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get(), groups_.tp->rank());
+  const int receives = std::max(max_buffered_receives(actions, partition.pp),
                                 max_buffered_receives(eval_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.pp));
   if (receives > 0) {
-    const Shape message = stage_->hidden_shape();
+    const Shape message = chunks_.front()->hidden_shape();
     Arena measure(MemCategory::comm);
     for (int i = 0; i < receives; ++i) measure.alloc(DType::f32, message);
     receive_arena_ = std::make_unique<Arena>(backend, MemCategory::comm, measure.used(), &memory_);
     for (int i = 0; i < receives; ++i) receive_buffers_.push_back(receive_arena_->alloc(DType::f32, message));
   }
-  ParamStore& params = stage_->params();
-  const DistributedShard shard{config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()};
-  optimizer_ = std::make_unique<AdamW>(params.params(), backend, &memory_, groups_.model_parallel.get(),
-                                       groups_.tp->rank(), shard);
-  dp_sync_ = std::make_unique<DataParallelSync>(
-      params, GradSyncGroups{groups_.tp.get(), groups_.dp.get(), groups_.embedding.get()}, ddp, backend, &memory_);
-  stage_->on_grads_ready([this](ParamStore::IndexRange r) { dp_sync_->grads_ready(r); });
-  stage_->on_params_needed([this](ParamStore::IndexRange r) { dp_sync_->params_needed(r); });
   scheduler_ = std::make_unique<OptimizerParamScheduler>(config_.lr_schedule());
   MT_CHECK(config_.loss_scale.fp16 == (model_config_.params_dtype == DType::f16) &&
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
@@ -179,11 +184,11 @@ double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), v
 
 double Trainer::from_last_stage(double value) const { return sum_over(groups_.pp.get(), value); }
 
-void Trainer::run_pipeline(const Schedule& schedule, PipelineChunk& chunk, DType activation_dtype) {
+void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype) {
   PipelineRun run;
   run.pp = groups_.pp.get();
-  run.chunks = {&chunk};
-  run.message = stage_->hidden_shape();
+  run.chunks = chunks;
+  run.message = chunks_.front()->hidden_shape();
   run.activation_dtype = activation_dtype;
   run.receive_buffers = receive_buffers_;
   execute_pipeline(schedule.ranks[static_cast<size_t>(pp_rank_)], run);
@@ -201,7 +206,7 @@ ForwardBackwardResult Trainer::forward_backward() {
   // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
   const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
-  stage_->params().zero_grads();
+  for (auto& stage : chunks_) stage->params().zero_grads();
   std::vector<MicroBatch> batches;
   std::vector<ForwardOptions> options;
   for (MicroBatchBuffer& b : buffers_) {
@@ -216,8 +221,17 @@ ForwardBackwardResult Trainer::forward_backward() {
                                                            : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp)));
     options.push_back(fo);
   }
-  TrainingChunk chunk(*stage_, std::move(batches), std::move(options), [this] { dp_sync_->start_last_micro_batch(); });
-  run_pipeline(train_schedule_, chunk, model_config_.params_dtype);
+  std::vector<std::unique_ptr<TrainingChunk>> chunks;
+  std::vector<PipelineChunk*> run;
+  for (size_t c = 0; c < chunks_.size(); ++c) {
+    DataParallelSync* sync = dp_syncs_[c].get();
+    chunks.push_back(std::make_unique<TrainingChunk>(*chunks_[c], batches, options,
+                                                     [sync] { sync->start_last_micro_batch(); }));
+    run.push_back(chunks.back().get());
+  }
+  run_pipeline(train_schedule_, run, model_config_.params_dtype);
+  // The loss comes from the chunk with the head (zeros elsewhere).
+  const TrainingChunk& chunk = *chunks.back();
   ForwardBackwardResult result;
   for (size_t i = 0; i < chunk.losses().size(); ++i) {
     const LossSums& sums = chunk.losses()[i];
@@ -229,7 +243,7 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
-  dp_sync_->reduce_grads();
+  for (auto& sync : dp_syncs_) sync->reduce_grads();
   result.loss_sum = from_last_stage(dp_sum(result.loss_sum));
   result.num_tokens = from_last_stage(dp_sum(result.num_tokens));
   return result;
@@ -250,7 +264,8 @@ IterationStats Trainer::train_step() {
   // An overflow under loss scaling skips the update and backs the scale off (Megatron's
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
   st.skipped = step.found_inf && scaler_.has_value();
-  if (!step.found_inf) dp_sync_->gather_params();  // the distributed optimizer's updated shards
+  if (!step.found_inf)  // the distributed optimizer's updated shards
+    for (auto& sync : dp_syncs_) sync->gather_params();
   if (scaler_) scaler_->update(step.found_inf);
   st.loss_scale = loss_scale();  // after the update, as Megatron logs it
   MT_CHECK(st.skipped || std::isfinite(step.grad_norm))
@@ -288,9 +303,14 @@ double Trainer::evaluate(Split split) {
     }
     // model.eval() under torch.no_grad(): no dropout, nothing kept for a backward. The
     // forward-only path hands on f32 hidden states.
-    EvaluationChunk chunk(*stage_, std::move(batches));
-    run_pipeline(eval_schedule_, chunk, DType::f32);
-    for (const LossSums& sums : chunk.losses()) {
+    std::vector<std::unique_ptr<EvaluationChunk>> chunks;
+    std::vector<PipelineChunk*> run;
+    for (auto& stage : chunks_) {
+      chunks.push_back(std::make_unique<EvaluationChunk>(*stage, batches));
+      run.push_back(chunks.back().get());
+    }
+    run_pipeline(eval_schedule_, run, DType::f32);
+    for (const LossSums& sums : chunks.back()->losses()) {
       loss_sum += sums.loss_sum;
       num_tokens += sums.num_tokens;
     }
@@ -359,13 +379,13 @@ TrainResult Trainer::run(const LogFn& log) {
     if (config_.exit_after(st.iteration)) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
       log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
-      dp_sync_->finish_param_gather();
+      for (auto& sync : dp_syncs_) sync->finish_param_gather();
       result.exited = true;
       return result;
     }
   }
   log(format_datetime_line("after training is done"));
-  dp_sync_->finish_param_gather();  // every parameter whole on every rank, as the caller may read them
+  for (auto& sync : dp_syncs_) sync->finish_param_gather();  // every parameter whole, as the caller may read them
   if (config_.eval_iters > 0) {
     const std::string at = "iteration " + std::to_string(iteration_);
     const double valid = evaluate(Split::valid);

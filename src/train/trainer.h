@@ -105,8 +105,10 @@ class Trainer {
   // stopped (Megatron's consumed_valid_samples).
   double evaluate(Split split);
 
-  // This rank's part of the model: the whole model, or its pipeline stage.
-  Stage& model() { return *stage_; }
+  // This rank's part of the model: the whole model, or its pipeline stage's model chunks
+  // (virtual stages chunk·pp + pp rank).
+  Stage& model(int chunk = 0) { return *chunks_.at(static_cast<size_t>(chunk)); }
+  int chunks() const { return static_cast<int>(chunks_.size()); }
   const ModelConfig& model_config() const { return model_config_; }
   const TrainConfig& config() const { return config_; }
   const OptimizerParamScheduler& scheduler() const { return *scheduler_; }
@@ -121,8 +123,8 @@ class Trainer {
   double dp_sum(double value) const;
   // A value only the last pipeline stage has (the loss), given to every stage (zero elsewhere).
   double from_last_stage(double value) const;
-  // Runs this rank's list of `schedule` on its chunk.
-  void run_pipeline(const Schedule& schedule, PipelineChunk& chunk, DType activation_dtype);
+  // Runs this rank's list of `schedule` on its chunks.
+  void run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype);
 
   // The communicators come first: the data checks and the configs depend on the grid.
   std::unique_ptr<Communicator> self_;  // world when none is given
@@ -138,11 +140,11 @@ class Trainer {
   MemoryTracker memory_;
   int pp_rank_ = 0;
   Schedule train_schedule_, eval_schedule_;  // this run's pipeline schedules (pp = 1: no pipelining)
-  std::unique_ptr<Stage> stage_;
+  std::vector<std::unique_ptr<Stage>> chunks_;
   std::unique_ptr<Arena> receive_arena_;  // where received activations and gradients wait
   std::vector<TensorView> receive_buffers_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<DataParallelSync> dp_sync_;
+  std::vector<std::unique_ptr<DataParallelSync>> dp_syncs_;  // one per chunk
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> scaler_;
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)

@@ -42,6 +42,22 @@ TEST(PpTrain, FourStagesEvenAndUnevenMatchSingleRank) {
   expect_same_curve(with_layers(gpt2_style(), 6), 1, false, accounted);
 }
 
+// Interleaved 1F1B: pp = 2 with v = 2 model chunks per rank (4 virtual stages of one layer), by
+// either flag, with the micro-batch group size at its default (pp) and larger; on 4 ranks with
+// dp = 2, the distributed optimizer and overlapped reduction.
+TEST(PpTrain, InterleavedMatchesSingleRank) {
+  TrainConfig run = pipelined(2);
+  run.pipeline.virtual_stages_per_rank = 2;
+  expect_same_curve(with_layers(gpt2_style(), 4), 1, false, run);
+  TrainConfig grouped = pipelined(2);
+  grouped.pipeline.layers_per_virtual_stage = 1;
+  grouped.microbatch_group_size = 4;
+  grouped.global_batch_size = 16;  // m >= the group size on 2 and 4 ranks
+  grouped.use_distributed_optimizer = grouped.overlap_grad_reduce = true;
+  grouped.ddp_bucket_size = 20000;
+  expect_same_curve(with_layers(llama_style(), 4), 1, false, grouped);
+}
+
 // Stages with data parallelism under the distributed optimizer, overlapped gradient reduction
 // and parameter gather (dp = 2 on 4 ranks); full recomputation inside each stage.
 TEST(PpTrain, DistributedOptimizerOverlapAndRecomputationMatchSingleRank) {

@@ -85,11 +85,12 @@ inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, cons
   // steps move a weight.
   if (tp == 1) {
     double worst_weight = 0.0;
-    for (const Param& p : parallel.model().params().params()) {
-      const Param& q = reference.model().params().get(p.name);
-      for (int64_t i = 0; i < p.value.numel(); ++i)
-        worst_weight = std::max(worst_weight, std::fabs(double(p.value.f32()[i]) - q.value.f32()[i]));
-    }
+    for (int c = 0; c < parallel.chunks(); ++c)
+      for (const Param& p : parallel.model(c).params().params()) {
+        const Param& q = reference.model().params().get(p.name);
+        for (int64_t i = 0; i < p.value.numel(); ++i)
+          worst_weight = std::max(worst_weight, std::fabs(double(p.value.f32()[i]) - q.value.f32()[i]));
+      }
     EXPECT_LT(worst_weight, 1e-4) << "final weights";
     if (world().rank() == 0) std::printf("    largest final-weight difference: %.2e\n", worst_weight);
   }
