@@ -63,19 +63,26 @@ void Stage::carve(Arena& act, Arena& ws, int threads) {
   const int64_t largest_group = slots_.empty() ? 0 : recompute_.largest_group();
   for (int64_t k = 0; k < largest_group; ++k)
     pool.push_back(alloc_layer_activations(act, local_, shape_, dtype, /*with_output=*/k < largest_group - 1));
+  // A stage without the head sends its output on right after the forward, and its backward never
+  // reads it: one buffer serves every slot (Megatron's deallocate_output_tensor), so in-flight
+  // micro-batches do not each keep one.
+  const bool shared_output = !range_.head && range_.num_layers() > 0 && !slots_.empty();
+  if (shared_output) output_ = act.alloc(dtype, {Nl, h});
   for (Slot& slot : slots_) {
     carve_inputs(slot.in);
     if (range_.embedding) slot.emb_drop_mask = act.alloc(DType::u8, {Nl, h});
     slot.input = act.alloc(dtype, {Nl, h});
     slot.layers.clear();
     for (int64_t i = range_.first_layer; i < range_.last_layer; ++i) {
+      const bool sent = shared_output && i + 1 == range_.last_layer;
       const int64_t first = recompute_.group_first(i);
       if (first < 0) {
-        slot.layers.push_back(alloc_layer_activations(act, local_, shape_, dtype));
+        slot.layers.push_back(alloc_layer_activations(act, local_, shape_, dtype, /*with_output=*/!sent));
+        if (sent) slot.layers.back().out = output_;
         continue;
       }
       LayerActivations layer = pool[static_cast<size_t>(i - first)];
-      if (recompute_.group_last(i)) layer.out = act.alloc(dtype, {Nl, h});
+      if (recompute_.group_last(i)) layer.out = sent ? output_ : act.alloc(dtype, {Nl, h});
       slot.layers.push_back(layer);
     }
     if (range_.head) slot.head = alloc_head_saved(act, config_, shape_);

@@ -39,9 +39,10 @@ struct StageOptions {
 // What a forward returns: the output hidden states (a stage without the head) or the loss sums
 // (the stage with it).
 struct StageForward {
-  // [Nl, h]: a training forward's is the slot's own (activation dtype), valid until the slot's
-  // next forward; forward_only's is f32 scratch, valid until the next forward, backward or
-  // forward_only.
+  // [Nl, h]: a training forward's is in the activation dtype, valid until the next forward (the
+  // stage does not keep it: its backward never reads it, so all slots share one output buffer, as
+  // Megatron frees a stage's output once sent); forward_only's is f32 scratch, valid until the
+  // next forward, backward or forward_only.
   TensorView hidden;
   LossSums loss;
 };
@@ -160,6 +161,7 @@ class Stage {
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   std::vector<Slot> slots_;
+  TensorView output_;  // a stage without the head: every slot's last-layer output (see StageForward)
   GradsReady grads_ready_;
   ParamsNeeded params_needed_;
   void need(ParamStore::IndexRange params) const {

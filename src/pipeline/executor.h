@@ -5,9 +5,9 @@
 //
 // Each Exchange action posts all its receives and sends non-blocking and waits for them together
 // (Megatron's batched isend/irecv). Received tensors wait in caller-provided buffers until the
-// compute that consumes them. A chunk's outputs are sent from where the chunk keeps them, with
-// no copy: an activation from the micro-batch's slot, a gradient from the chunk's scratch, which
-// the next backward overwrites (the schedule sends it in the exchange right after the compute).
+// compute that consumes them. A chunk's outputs are sent from where the chunk leaves them, with
+// no copy, before the chunk computes again: the schedule sends each in the exchange right after
+// its compute, so the chunk may reuse one output buffer for every micro-batch.
 #pragma once
 
 #include <vector>
@@ -22,7 +22,7 @@ class PipelineChunk {
   virtual ~PipelineChunk() = default;
   // Micro-batch `mb` through this chunk. input: the previous virtual stage's output (empty on
   // virtual stage 0). Returns the output for the next virtual stage (empty on the last), which
-  // must stay valid until this micro-batch's backward (or, forward-only, the next forward).
+  // must stay valid until the chunk's next forward or backward.
   virtual TensorView forward(int mb, const TensorView& input) = 0;
   // Micro-batch `mb`'s backward. output_grad: the next virtual stage's gradient of this chunk's
   // output (empty on the last virtual stage). Returns the gradient of the input (empty on virtual

@@ -130,6 +130,22 @@ TEST(SlotSchedules, MisuseIsAnError) {
   EXPECT_THROW(stage.backward(0, {}), Error);
 }
 
+// A stage without the head does not keep its output per micro-batch (it is sent on at once, and
+// its backward never reads it): every slot costs the same, and the one shared output buffer is
+// all that is carved once.
+TEST(SlotSchedules, OutputIsNotKeptPerSlot) {
+  const ModelConfig c = make_config({"gpt2", false, true}, 2);
+  auto bytes = [&](int slots) {
+    StageOptions options;
+    options.slots = slots;
+    return Stage(c, {0, 2, true, false}, kBatch, cpu_backend(), nullptr, options).activation_bytes();
+  };
+  const size_t one = bytes(1), three = bytes(3);
+  const size_t per_slot = (three - one) / 2;
+  const size_t output = static_cast<size_t>(c.seq_length * kBatch * c.hidden_size) * 4;  // f32 [s·b, h]
+  EXPECT_EQ(one - per_slot, output);
+}
+
 // ---- A model cut into stages ----
 
 class CutStages : public ::testing::TestWithParam<Variant> {};
