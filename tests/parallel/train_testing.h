@@ -97,4 +97,31 @@ inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, cons
   if (world().rank() == 0) std::printf("    largest loss difference: %.2e\n", worst);
 }
 
+// fp16 with Megatron's initial loss scale 2^32 (hysteresis 1): the first of 12 steps overflow and
+// are skipped. The layout of `run` must skip the same steps with the same loss scales as one rank
+// (one found_inf decision for all ranks), and track its curve to fp16's precision.
+inline void expect_same_overflow_skips(TrainConfig run) {
+  ModelConfig m = gpt2_style();
+  m.params_dtype = DType::f16;
+  run.train_iters = 12;
+  run.loss_scale.fp16 = true;
+  run.loss_scale.hysteresis = 1;
+  TrainConfig alone = run;
+  alone.pipeline = PartitionConfig{};
+  alone.use_distributed_optimizer = false;
+  const TrainResult single = Trainer(m, alone).run([](const std::string&) {});
+  const TrainResult parallel = Trainer(m, run, &world()).run([](const std::string&) {});
+  ASSERT_EQ(parallel.iterations.size(), single.iterations.size());
+  int skipped = 0;
+  for (size_t i = 0; i < single.iterations.size(); ++i) {
+    const IterationStats &a = parallel.iterations[i], &b = single.iterations[i];
+    EXPECT_EQ(a.skipped, b.skipped) << "iteration " << i + 1;
+    EXPECT_EQ(a.loss_scale, b.loss_scale) << "iteration " << i + 1;
+    EXPECT_NEAR(a.loss, b.loss, 1e-3) << "iteration " << i + 1;
+    skipped += b.skipped;
+  }
+  EXPECT_GT(skipped, 0);  // or the check above proves little
+  EXPECT_LT(skipped, 12);
+}
+
 }  // namespace mt::test
