@@ -123,6 +123,16 @@ TrainConfig train_config(const Options& o) {
   t.ddp_bucket_size = o.integer("--ddp-bucket-size");
   t.overlap_param_gather = o.flag("--overlap-param-gather");
   t.ddp_average_in_collective = o.flag("--ddp-average-in-collective");
+  if (o.has("--save")) t.checkpoint.save = o.text("--save");
+  if (o.has("--load")) t.checkpoint.load = o.text("--load");
+  if (o.has("--save-interval")) t.checkpoint.save_interval = o.integer("--save-interval");
+  t.checkpoint.ckpt_step = optional_integer(o, "--ckpt-step");
+  t.checkpoint.no_save_optim = o.flag("--no-save-optim");
+  t.checkpoint.no_load_optim = o.flag("--no-load-optim");
+  t.checkpoint.no_save_rng = o.flag("--no-save-rng");
+  t.checkpoint.no_load_rng = o.flag("--no-load-rng");
+  t.checkpoint.finetune = o.flag("--finetune");
+  t.checkpoint.exit_on_missing_checkpoint = o.flag("--exit-on-missing-checkpoint");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");
   t.reset_position_ids = o.flag("--reset-position-ids");
@@ -261,6 +271,16 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
         (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x pipeline parallel " +
         std::to_string(g.grid.pp()) + " x data parallel " + std::to_string(g.grid.dp()));
   print("parameters on this rank: " + std::to_string(trainer.model().params().numel()));
+  if (!train.checkpoint.load.empty()) {
+    const std::string& dir = train.checkpoint.load;
+    const int64_t loaded = trainer.load_checkpoint(dir);
+    if (loaded < 0)
+      print("WARNING: could not find a checkpoint in " + dir + " (no latest_checkpointed_iteration.txt); will not "
+            "load any checkpoint and will start from random");
+    else
+      print("  successfully loaded checkpoint from " + dir + " [ t " + std::to_string(g.grid.tp()) + ", p " +
+            std::to_string(g.grid.pp()) + " ] at iteration " + std::to_string(loaded));
+  }
   trainer.run(print);
   return 0;
 }

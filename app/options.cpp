@@ -122,6 +122,17 @@ const std::vector<OptionSpec> kTable = {
     {"--use-distributed-optimizer", T::flag, "", "shard the optimizer state over the data-parallel ranks (ZeRO-1): gradients reduce-scattered, parameters all-gathered", "", "train"},
     {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
+    // Checkpoints.
+    {"--save", T::text, "", "directory to save checkpoints into (iter_NNNNNNN/ and latest_checkpointed_iteration.txt, as Megatron)", "", "train"},
+    {"--save-interval", T::integer, "", "iterations between checkpoints (needs --save; a checkpoint is also saved at the end and on --exit-interval)", "", "train"},
+    {"--load", T::text, "", "directory to resume from (its latest checkpoint, or --ckpt-step); any parallel layout loads", "", "train"},
+    {"--ckpt-step", T::integer, "", "load this iteration's checkpoint instead of the latest", "", "train"},
+    {"--no-save-optim", T::flag, "", "save weights only (no optimizer state)", "", "train"},
+    {"--no-load-optim", T::flag, "", "load weights only; start the optimizer state fresh", "", "train"},
+    {"--no-save-rng", T::flag, "", "do not save the random state (the seed)", "", "train"},
+    {"--no-load-rng", T::flag, "", "keep this run's --seed instead of the checkpoint's", "", "train"},
+    {"--finetune", T::flag, "", "load weights only and start at iteration 0 with fresh optimizer state and schedule", "", "train"},
+    {"--exit-on-missing-checkpoint", T::flag, "", "with --load: fail instead of starting from scratch when there is no checkpoint", "", "train"},
     // Configuration files.
     {"--config", T::text, "", "YAML file of options (keys are flag names without --, - or _); flags override it", "", "train"},
     {"--print-config", T::flag, "", "print the resolved options as YAML and exit", "", "train"},

@@ -1,14 +1,20 @@
-// Shared helpers for the test tiers: owned host tensors, deterministic random fills, max-difference
-// comparisons, a check that an mt::Error names what it should, and a central finite-difference
-// gradient checker.
+// Shared helpers for the test tiers: temporary directories, owned host tensors, deterministic
+// random fills, max-difference comparisons, a check that an mt::Error names what it should, and a
+// central finite-difference gradient checker.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/rng.h"
@@ -16,6 +22,32 @@
 #include "tensor/tensor.h"
 
 namespace mt::test {
+
+// A fresh directory under the system temp dir, removed with its contents at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("mt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string write(const std::string& name, std::string_view content) const {
+    const std::string p = file(name);
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
 
 // A host tensor that owns its bytes; view() hands out a TensorView of them.
 struct HostTensor {

@@ -78,11 +78,6 @@ class AdamW {
   // gradients are only read.
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
 
-  int64_t steps() const { return step_; }
-  // Elements of parameters this rank updates (and keeps state for).
-  int64_t state_numel() const { return state_numel_; }
-
- private:
   // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
   // parameter's value and gradient views are read at every step (a caller may repoint them).
   struct Segment {
@@ -90,6 +85,15 @@ class AdamW {
     int64_t begin = 0, end = 0;
     TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
   };
+  // This rank's state, piece by piece (checkpoints save and restore it in place).
+  const std::vector<Segment>& segments() const { return segments_; }
+
+  int64_t steps() const { return step_; }
+  void set_steps(int64_t steps) { step_ = steps; }  // a restored checkpoint's
+  // Elements of parameters this rank updates (and keeps state for).
+  int64_t state_numel() const { return state_numel_; }
+
+ private:
   TensorView grad_of(const Segment& s) const;
   TensorView value_of(const Segment& s) const;
 

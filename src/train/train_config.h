@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
@@ -14,6 +15,20 @@
 #include "pipeline/partition.h"
 
 namespace mt {
+
+// Megatron's checkpoint flags.
+struct CheckpointConfig {
+  std::string save;                 // --save: directory to save into (empty: never)
+  std::string load;                 // --load: directory to resume from (empty: start fresh)
+  int64_t save_interval = 0;        // --save-interval: iterations between saves (0: only at the end)
+  bool no_save_optim = false;       // --no-save-optim: weights only
+  bool no_load_optim = false;       // --no-load-optim: fresh optimizer state
+  bool no_save_rng = false;         // --no-save-rng
+  bool no_load_rng = false;         // --no-load-rng: keep this run's --seed for dropout
+  bool finetune = false;            // --finetune: weights only, iteration 0, fresh optimizer and schedule
+  bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
+  std::optional<int64_t> ckpt_step;         // --ckpt-step: this iteration instead of the latest
+};
 
 struct TrainConfig {
   int64_t micro_batch_size = 0;   // --micro-batch-size (required, as in Megatron)
@@ -43,6 +58,8 @@ struct TrainConfig {
   // the model's (the trainer sets it). --microbatch-group-size-per-virtual-pipeline-stage: 0 = pp.
   PartitionConfig pipeline;
   int microbatch_group_size = 0;
+
+  CheckpointConfig checkpoint;
 
   // Exactly one of the two (Megatron's iteration-based or sample-based training).
   std::optional<int64_t> train_iters;    // --train-iters

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include "optim/grad_sync.h"
 #include "pipeline/executor.h"
@@ -318,6 +319,17 @@ double Trainer::evaluate(Split split) {
   return from_last_stage(dp_sum(loss_sum)) / std::max(from_last_stage(dp_sum(num_tokens)), 1.0);
 }
 
+void Trainer::save_logged(const LogFn& log) {
+  const std::string& root = config_.checkpoint.save;
+  log("saving checkpoint at iteration " + std::to_string(iteration_) + " to " + root);
+  const auto start = Clock::now();
+  save_checkpoint(root);
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.1f", ms_since(start) * 1e-3);
+  log("  successfully saved checkpoint from iteration " + std::to_string(iteration_) + " to " + root + " (" +
+      seconds + " s)");
+}
+
 TrainResult Trainer::run(const LogFn& log) {
   TrainResult result;
   const std::array<int64_t, 3> sizes = config_.dataset_sizes();
@@ -330,11 +342,13 @@ TrainResult Trainer::run(const LogFn& log) {
 
   const auto run_start = Clock::now();
   auto interval_start = Clock::now();
-  double interval_eval_ms = 0.0;  // evaluation time is not training time (Megatron stops the timer)
+  double interval_eval_ms = 0.0;  // evaluation and save time is not training time (Megatron stops the timer)
   IntervalAccumulator interval;
   const double world_size = static_cast<double>(groups_.world->size());
   const double tokens_per_iteration = static_cast<double>(config_.global_batch_size * model_config_.seq_length);
 
+  const std::string& save = config_.checkpoint.save;
+  const int64_t interval_save = config_.checkpoint.save_interval;
   while (iteration_ < config_.iterations) {
     const bool first = iteration_ == 0;
     const IterationStats st = train_step();
@@ -376,7 +390,14 @@ TrainResult Trainer::run(const LogFn& log) {
       log(format_validation_block("iteration " + std::to_string(st.iteration), loss));
       interval_eval_ms += ms_since(eval_start);
     }
-    if (config_.exit_after(st.iteration)) {
+    // training.py::checkpoint_and_decide_exit: a save every --save-interval, and one on exit.
+    const bool exiting = config_.exit_after(st.iteration);
+    if (!save.empty() && ((interval_save && st.iteration % interval_save == 0) || exiting)) {
+      const auto save_start = Clock::now();
+      save_logged(log);
+      interval_eval_ms += ms_since(save_start);  // not training time either (Megatron stops its timer)
+    }
+    if (exiting) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
       log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
       for (auto& sync : dp_syncs_) sync->finish_param_gather();
@@ -385,6 +406,8 @@ TrainResult Trainer::run(const LogFn& log) {
     }
   }
   log(format_datetime_line("after training is done"));
+  // pretrain(): the final state, unless the last interval just saved it.
+  if (!save.empty() && iteration_ > 0 && (interval_save == 0 || iteration_ % interval_save != 0)) save_logged(log);
   for (auto& sync : dp_syncs_) sync->finish_param_gather();  // every parameter whole, as the caller may read them
   if (config_.eval_iters > 0) {
     const std::string at = "iteration " + std::to_string(iteration_);

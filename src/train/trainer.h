@@ -105,6 +105,16 @@ class Trainer {
   // stopped (Megatron's consumed_valid_samples).
   double evaluate(Split split);
 
+  // --save: the run's state as a checkpoint of the current iteration under `root`, each rank
+  // writing its pieces (ckpt/: crash-safe, checksummed, reshardable). Collective.
+  void save_checkpoint(const std::string& root);
+  // --load: restores the checkpoint under `root` ("latest", or config().checkpoint.ckpt_step),
+  // saved under any layout: weights, and unless --no-load-optim / --finetune the optimizer state,
+  // iteration, consumed samples, LR schedule and loss scale (and unless --no-load-rng the seed).
+  // Returns the iteration loaded, or -1 when there is no checkpoint (an error with
+  // --exit-on-missing-checkpoint). Collective.
+  int64_t load_checkpoint(const std::string& root);
+
   // This rank's part of the model: the whole model, or its pipeline stage's model chunks
   // (virtual stages chunk·pp + pp rank).
   Stage& model(int chunk = 0) { return *chunks_.at(static_cast<size_t>(chunk)); }
@@ -123,6 +133,8 @@ class Trainer {
   double dp_sum(double value) const;
   // A value only the last pipeline stage has (the loss), given to every stage (zero elsewhere).
   double from_last_stage(double value) const;
+  // save_checkpoint(--save) between Megatron's two log lines.
+  void save_logged(const LogFn& log);
   // Runs this rank's list of `schedule` on its chunks.
   void run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype);
 

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "data/blended_dataset.h"
 #include "data/gpt_data_builder.h"
+#include "testing.h"
 #include "text_fixture.h"
 
 namespace mt {
@@ -33,15 +34,6 @@ std::vector<int64_t> ints(const Record& r, size_t from = 0) {
   for (size_t i = from; i < r.fields.size(); ++i) out.push_back(std::stoll(r.fields[i]));
   return out;
 }
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/mt_test_blend_XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 TEST(DataBlend, WeightsSizesAndIndicesEqualMegatrons) {
   const std::vector<Record> records = test::load_text_fixture("data_blend.txt");
@@ -106,7 +98,7 @@ Blend blend_of(const std::vector<std::string>& words) {
 
 TEST(DataBlend, WholeBuildsEqualMegatrons) {
   const std::vector<Record> records = test::load_text_fixture("data_blend.txt");
-  TempDir cache;
+  test::TempDir cache;
   int cases = 0;
   for (size_t k = 0; k < records.size(); ++k) {
     if (records[k].key != "case") continue;
@@ -135,7 +127,7 @@ TEST(DataBlend, WholeBuildsEqualMegatrons) {
     config.gpt.sequence_length = std::stoll(parts[3][0]);
     config.gpt.random_seed = static_cast<uint32_t>(std::stoll(parts[3][1]));
     config.gpt.eod_token = 499;
-    config.cache_path = cache.path;
+    config.cache_path = cache.path();
     const std::vector<int64_t> sizes = ints(records[k + 1]);
     for (int round = 0; round < 2; ++round) {  // the second round reads the index cache
       GptDataBuildStats stats;

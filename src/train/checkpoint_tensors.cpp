@@ -1,0 +1,80 @@
+#include "train/checkpoint_tensors.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace mt {
+
+namespace {
+
+float element(const TensorView& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::f32: return t.f32()[i];
+    case DType::bf16: return bf16_to_f32(t.bf16()[i]);
+    case DType::f16: return f16_to_f32(t.f16()[i]);
+    default: MT_FAIL() << "checkpoint: a " << dtype_name(t.dtype) << " piece";
+  }
+}
+
+void set_element(const TensorView& t, int64_t i, float x) {
+  switch (t.dtype) {
+    case DType::f32: t.f32()[i] = x; return;
+    case DType::bf16: t.bf16()[i] = f32_to_bf16(x); return;
+    case DType::f16: t.f16()[i] = f32_to_f16(x); return;
+    default: MT_FAIL() << "checkpoint: cannot restore a " << dtype_name(t.dtype) << " tensor";
+  }
+}
+
+std::string shape_text(const Shape& s) { return TensorView(nullptr, DType::f32, s).str().substr(3); }
+
+}  // namespace
+
+CheckpointTensors::CheckpointTensors(std::vector<ShardFile> files) : files_(std::move(files)) {
+  for (const ShardFile& f : files_)
+    for (const TensorRecord& r : f.records()) pieces_[r.key()].push_back(&r);
+}
+
+std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::string& name, Shape& shape) const {
+  const auto it = pieces_.find(kind + "/" + name);
+  MT_CHECK(it != pieces_.end()) << "the checkpoint holds no " << kind << " of " << name;
+  shape = it->second.front()->global_shape;
+  std::vector<float> out(static_cast<size_t>(shape.numel()));
+  std::vector<bool> seen(out.size(), false);
+  for (const TensorRecord* r : it->second) {
+    MT_CHECK(r->global_shape == shape) << "the checkpoint's pieces of " << kind << " " << name << " disagree on its shape";
+    const ShardSpec spec{r->shard_dim, r->shard_groups};
+    for (int64_t i = 0; i < r->end - r->begin; ++i) {
+      const int64_t local = r->begin + i;
+      const int64_t g = spec.sharded() ? shard_global_index(shape, spec, r->tp_size, r->tp_rank, local) : local;
+      MT_CHECK(g >= 0 && g < shape.numel()) << "a piece of " << kind << " " << name << " lies outside the tensor";
+      out[static_cast<size_t>(g)] = element(r->data, i);
+      seen[static_cast<size_t>(g)] = true;
+    }
+  }
+  const auto gap = std::find(seen.begin(), seen.end(), false);
+  MT_CHECK(gap == seen.end()) << "the checkpoint's pieces of " << kind << " " << name << " leave element "
+                              << gap - seen.begin() << " of " << shape_text(shape)
+                              << " uncovered (a shard file is missing from the checkpoint)";
+  return out;
+}
+
+void take_piece(const std::vector<float>& src, const Shape& src_shape, const Shape& full, const ShardSpec& spec, int t,
+                int r, int64_t begin, const TensorView& dst, const std::string& what) {
+  bool same_but_rows = src_shape.ndim == full.ndim && full.ndim >= 1;
+  for (int d = 1; d < full.ndim && same_but_rows; ++d) same_but_rows = src_shape.dims[d] == full.dims[d];
+  const bool vocabulary = what.find("word_embeddings") != std::string::npos || what.find("output_layer") != std::string::npos;
+  MT_CHECK(src_shape == full || (same_but_rows && vocabulary))
+      << "checkpoint: " << what << " has shape " << shape_text(src_shape) << ", the model's is " << shape_text(full)
+      << " (a checkpoint of another model?)";
+  const int64_t row = full.ndim >= 1 ? full.numel() / std::max<int64_t>(full.dims[0], 1) : 1;
+  const int64_t src_rows = src_shape.ndim >= 1 ? src_shape.dims[0] : 1;
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    const int64_t g = spec.sharded() ? shard_global_index(full, spec, t, r, begin + i) : begin + i;
+    // The same element in the saved tensor: same row and column, when it has that row.
+    const bool present = g / row < src_rows;
+    set_element(dst, i, present ? src[static_cast<size_t>(g)] : 0.0f);
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,190 @@
+// Owns Trainer::save_checkpoint and Trainer::load_checkpoint (see trainer.h): which pieces each
+// rank writes, the manifest, and restoring any layout's checkpoint through the resharding map
+// (train/checkpoint_tensors.h).
+//
+// Pieces: every parameter's values once per tensor-parallel shard (data-parallel rank 0; a tensor
+// every tp rank holds whole from tp rank 0 only; never the last stage's copy of the tied
+// embedding), and the optimizer state where it lives: with the distributed optimizer each dp rank
+// its own ranges, otherwise dp rank 0. Files are named by world rank; the manifest lists each
+// with its size and checksum.
+#include <filesystem>
+
+#include "ckpt/checkpoint_dir.h"
+#include "train/checkpoint_tensors.h"
+#include "train/trainer.h"
+
+namespace mt {
+
+namespace {
+
+nlohmann::json model_signature(const ModelConfig& c) {
+  return {{"num_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},
+          {"ffn_hidden_size", c.ffn_hidden_size},
+          {"num_attention_heads", c.num_attention_heads},
+          {"num_query_groups", c.num_query_groups},
+          {"kv_channels", c.kv_channels},
+          {"max_position_embeddings", c.max_position_embeddings},
+          {"position_embedding_type", static_cast<int>(c.position_embedding_type)},
+          {"normalization", static_cast<int>(c.normalization)},
+          {"activation", static_cast<int>(c.activation)},
+          {"add_bias_linear", c.add_bias_linear},
+          {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
+          {"vocab_size", c.vocab_size}};
+}
+
+std::string file_name(int world_rank) { return "rank_" + std::to_string(world_rank) + ".safetensors"; }
+
+TensorRecord piece(const Param& p, const char* kind, int tp_rank, int tp_size, int64_t begin, const TensorView& data) {
+  TensorRecord r;
+  r.name = p.name;
+  r.kind = kind;
+  r.global_shape = p.full_shape;
+  r.shard_dim = p.shard.dim;
+  r.shard_groups = static_cast<int>(p.shard.blocks);
+  r.tp_rank = tp_rank;
+  r.tp_size = tp_size;
+  r.begin = begin;
+  r.end = begin + data.numel();
+  r.data = data;
+  return r;
+}
+
+TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
+
+}  // namespace
+
+void Trainer::save_checkpoint(const std::string& root) {
+  for (auto& sync : dp_syncs_) sync->finish_param_gather();  // whole parameters on every rank
+  Communicator& world = *groups_.world;
+  const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size(), dp_rank = groups_.dp->rank();
+  const bool with_optimizer = !config_.checkpoint.no_save_optim;
+  if (world.rank() == 0) begin_checkpoint(root, iteration_);
+  world.barrier();
+  std::vector<TensorRecord> records;
+  for (auto& stage : chunks_)
+    for (const Param& p : stage->params().params()) {
+      // Whole on every tp rank: tp rank 0 saves it. The tied embedding's copy: the first stage's.
+      if (p.shared || (!p.shard.sharded() && tp_rank != 0)) continue;
+      if (dp_rank == 0) records.push_back(piece(p, "param", tp_rank, tp, 0, flat(p.value)));
+    }
+  if (with_optimizer)
+    for (const AdamW::Segment& s : optimizer_->segments()) {
+      const Param& p = *s.param;
+      if (p.shared || (!p.shard.sharded() && tp_rank != 0)) continue;
+      if (!config_.use_distributed_optimizer && dp_rank != 0) continue;  // replicas
+      records.push_back(piece(p, "exp_avg", tp_rank, tp, s.begin, s.m));
+      records.push_back(piece(p, "exp_avg_sq", tp_rank, tp, s.begin, s.v));
+      if (!s.main.empty()) records.push_back(piece(p, "main_param", tp_rank, tp, s.begin, s.main));
+    }
+  const std::string staging = staging_dir(root, iteration_);
+  const FileDigest mine = write_shard_file((std::filesystem::path(staging) / file_name(world.rank())).string(), records);
+  // Every file's size and checksum to rank 0, for the manifest.
+  std::vector<int64_t> digests(2 * static_cast<size_t>(world.size()));
+  const int64_t own[2] = {static_cast<int64_t>(mine.bytes), static_cast<int64_t>(mine.checksum)};
+  world.all_gather(TensorView(digests.data(), DType::f64, {2 * static_cast<int64_t>(world.size())}),
+                   TensorView(const_cast<int64_t*>(own), DType::f64, {2}));
+  if (world.rank() == 0) {
+    nlohmann::json files = nlohmann::json::object();
+    for (int r = 0; r < world.size(); ++r)
+      files[file_name(r)] = {{"bytes", static_cast<uint64_t>(digests[2 * r])},
+                             {"checksum", static_cast<uint64_t>(digests[2 * r + 1])}};
+    const LossScalerState scaler = scaler_ ? scaler_->state() : LossScalerState{};
+    nlohmann::json manifest = {
+        {"iteration", iteration_},
+        {"consumed_train_samples", consumed_train_samples_},
+        {"consumed_valid_samples", valid_sampler_ ? valid_sampler_->consumed() : 0},
+        {"model", model_signature(model_config_)},
+        {"params_dtype", std::string(dtype_name(model_config_.params_dtype))},
+        {"layout", {{"world_size", world.size()}, {"tp", tp}, {"pp", groups_.grid.pp()}, {"vp", chunks()},
+                    {"dp", groups_.grid.dp()}, {"distributed_optimizer", config_.use_distributed_optimizer}}},
+        {"optimizer", {{"saved", with_optimizer}, {"steps", optimizer_->steps()}}},
+        {"scheduler", {{"num_steps", scheduler_->num_steps()}}},
+        {"loss_scaler", {{"scale", scaler.scale}, {"growth_tracker", scaler.growth_tracker},
+                         {"hysteresis_tracker", scaler.hysteresis_tracker}}},
+        {"files", files}};
+    if (!config_.checkpoint.no_save_rng) manifest["rng"] = {{"seed", config_.seed}};
+    write_manifest(staging, manifest);
+    commit_checkpoint(root, iteration_);
+  }
+  world.barrier();  // nobody goes on (or exits) before the checkpoint is in place
+}
+
+int64_t Trainer::load_checkpoint(const std::string& root) {
+  const CheckpointConfig& flags = config_.checkpoint;
+  std::optional<int64_t> iteration = flags.ckpt_step;
+  if (!iteration) iteration = read_latest_iteration(root);
+  if (!iteration) {
+    MT_CHECK(!flags.exit_on_missing_checkpoint)
+        << "--load " << root << " holds no checkpoint (no latest_checkpointed_iteration.txt) and "
+        << "--exit-on-missing-checkpoint is set";
+    return -1;
+  }
+  const std::string dir = iteration_dir(root, *iteration);
+  const nlohmann::json manifest = read_manifest(dir);
+  const nlohmann::json expected = model_signature(model_config_), saved = manifest.at("model");
+  for (auto it = expected.begin(); it != expected.end(); ++it)
+    MT_CHECK(saved.contains(it.key()) && saved.at(it.key()) == it.value())
+        << "checkpoint " << dir << " is of another model: its " << it.key() << " is "
+        << (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") << ", this run's " << it.value().dump();
+  std::vector<ShardFile> files;
+  for (auto it = manifest.at("files").begin(); it != manifest.at("files").end(); ++it)
+    files.push_back(ShardFile::load((std::filesystem::path(dir) / it.key()).string(),
+                                    {it->at("bytes").get<uint64_t>(), it->at("checksum").get<uint64_t>()}));
+  const CheckpointTensors tensors(std::move(files));
+  const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size();
+
+  // Weights: every parameter this rank holds (the tied copy from the embedding's pieces).
+  for (auto& stage : chunks_)
+    for (const Param& p : stage->params().params()) {
+      Shape shape;
+      const std::vector<float> whole = tensors.whole("param", p.name, shape);
+      take_piece(whole, shape, p.full_shape, p.shard, tp, tp_rank, 0, flat(p.value), p.name);
+    }
+  const bool optimizer = !flags.no_load_optim && !flags.finetune;
+  if (optimizer) {
+    MT_CHECK(manifest.at("optimizer").at("saved").get<bool>())
+        << "checkpoint " << dir << " was saved with --no-save-optim; add --no-load-optim (or --finetune) to load "
+        << "its weights alone";
+    for (const AdamW::Segment& s : optimizer_->segments()) {
+      const Param& p = *s.param;
+      Shape shape;
+      take_piece(tensors.whole("exp_avg", p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.m,
+                 p.name);
+      take_piece(tensors.whole("exp_avg_sq", p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.v,
+                 p.name);
+    }
+    optimizer_->set_steps(manifest.at("optimizer").at("steps").get<int64_t>());
+  }
+  // The f32 main copies of 16-bit parameters: the saved ones, or (weights only, or a checkpoint of
+  // f32 parameters) the values themselves.
+  for (const AdamW::Segment& s : optimizer_->segments()) {
+    if (s.main.empty()) continue;
+    const Param& p = *s.param;
+    const char* kind = optimizer && tensors.has("main_param", p.name) ? "main_param" : "param";
+    Shape shape;
+    take_piece(tensors.whole(kind, p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.main, p.name);
+  }
+  if (flags.finetune) return *iteration;  // iteration 0, fresh schedule and scaler
+  if (optimizer) {
+    scheduler_->set_num_steps(manifest.at("scheduler").at("num_steps").get<int64_t>());
+    const nlohmann::json& ls = manifest.at("loss_scaler");
+    if (scaler_)
+      scaler_->load_state({ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
+                           ls.at("hysteresis_tracker").get<int64_t>()});
+  }
+  iteration_ = manifest.at("iteration").get<int64_t>();
+  consumed_train_samples_ = manifest.at("consumed_train_samples").get<int64_t>();
+  train_sampler_ = PretrainingSampler(data_.train->size(), consumed_train_samples_, config_.micro_batch_size,
+                                      config_.data_parallel_rank, config_.data_parallel_size);
+  if (valid_sampler_)
+    valid_sampler_.emplace(data_.valid->size(), manifest.at("consumed_valid_samples").get<int64_t>(),
+                           config_.micro_batch_size, config_.data_parallel_rank, config_.data_parallel_size);
+  if (!flags.no_load_rng && manifest.contains("rng")) {
+    config_.seed = manifest.at("rng").at("seed").get<uint64_t>();
+    for (auto& stage : chunks_) stage->set_seed(config_.seed);
+  }
+  return *iteration;
+}
+
+}  // namespace mt

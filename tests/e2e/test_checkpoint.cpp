@@ -1,0 +1,175 @@
+// Checkpoints on one rank: a run saved at iteration k and resumed reproduces the uninterrupted
+// run bit for bit (losses, grad norms, final weights; f32 and bf16 with its f32 main copies,
+// fp16 with its loss scale); --finetune and --no-load-optim take the weights alone; a truncated,
+// corrupted or missing shard, a checkpoint of another model and a missing checkpoint are clear
+// errors naming the file; an interrupted save leaves the previous checkpoint in place.
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "ckpt/checkpoint_dir.h"
+#include "testing.h"
+#include "train/trainer.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig small_model(DType dtype = DType::f32) {
+  ModelConfig m;
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.num_attention_heads = 4;
+  m.seq_length = 32;
+  m.vocab_size = 256;
+  m.params_dtype = dtype;
+  return m;  // dropout 0.1: the resumed run must draw the same masks
+}
+
+TrainConfig short_run(const std::string& save, int64_t iterations = 10) {
+  TrainConfig t;
+  t.micro_batch_size = 2;
+  t.global_batch_size = 4;
+  t.train_iters = iterations;
+  t.log_interval = 100;
+  t.eval_iters = 0;
+  t.seed = 7;
+  t.schedule.lr = 2e-3;
+  t.schedule.lr_warmup_iters = 2;
+  t.schedule.lr_decay_style = "cosine";
+  t.checkpoint.save = save;
+  if (!save.empty()) t.checkpoint.save_interval = 5;
+  return t;
+}
+
+TrainResult quiet_run(Trainer& t) { return t.run([](const std::string&) {}); }
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void expect_exact_resume(const ModelConfig& m, TrainConfig run, const std::string& dir) {
+  Trainer whole(m, run);
+  const TrainResult want = quiet_run(whole);
+  ASSERT_EQ(read_latest_iteration(dir), 10);
+  TrainConfig resumed_run = run;
+  resumed_run.checkpoint.load = dir;
+  resumed_run.checkpoint.ckpt_step = 5;
+  resumed_run.checkpoint.save.clear();
+  resumed_run.checkpoint.save_interval = 0;
+  Trainer resumed(m, resumed_run);
+  ASSERT_EQ(resumed.load_checkpoint(dir), 5);
+  EXPECT_EQ(resumed.iteration(), 5);
+  const TrainResult got = quiet_run(resumed);
+  ASSERT_EQ(got.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const IterationStats &a = got.iterations[i], &b = want.iterations[i + 5];
+    EXPECT_EQ(a.iteration, b.iteration);
+    EXPECT_EQ(a.loss, b.loss) << "iteration " << b.iteration;
+    EXPECT_EQ(a.skipped, b.skipped) << "iteration " << b.iteration;
+    if (!b.skipped) EXPECT_EQ(a.grad_norm, b.grad_norm) << "iteration " << b.iteration;
+    EXPECT_EQ(a.lr, b.lr) << "iteration " << b.iteration;
+    EXPECT_EQ(a.loss_scale, b.loss_scale) << "iteration " << b.iteration;
+  }
+  for (const Param& p : resumed.model().params().params()) {
+    const Param& q = whole.model().params().get(p.name);
+    EXPECT_EQ(std::memcmp(p.value.data, q.value.data, p.value.bytes()), 0) << p.name;
+  }
+}
+
+TEST(Checkpoint, ResumeIsBitExact) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    test::TempDir dir;
+    TrainConfig run = short_run(dir.path());
+    run.loss_scale.bf16 = dtype == DType::bf16;
+    run.loss_scale.fp16 = dtype == DType::f16;
+    run.loss_scale.initial_loss_scale = 65536.0;  // fp16: some steps overflow, the scale must resume too
+    expect_exact_resume(small_model(dtype), run, dir.path());
+  }
+}
+
+TEST(Checkpoint, FinetuneAndNoLoadOptimTakeTheWeightsAlone) {
+  test::TempDir dir;
+  Trainer saved(small_model(), short_run(dir.path()));
+  quiet_run(saved);
+  TrainConfig fine = short_run("");
+  fine.checkpoint.finetune = true;
+  Trainer tuned(small_model(), fine);
+  tuned.load_checkpoint(dir.path());
+  EXPECT_EQ(tuned.iteration(), 0);
+  EXPECT_EQ(tuned.scheduler().num_steps(), 0);
+  for (const Param& p : tuned.model().params().params())
+    EXPECT_EQ(std::memcmp(p.value.data, saved.model().params().get(p.name).value.data, p.value.bytes()), 0) << p.name;
+  // A weights-only checkpoint cannot restore an optimizer: say how to load it.
+  test::TempDir weights;
+  TrainConfig no_optim = short_run(weights.path());
+  no_optim.checkpoint.no_save_optim = true;
+  Trainer w(small_model(), no_optim);
+  quiet_run(w);
+  Trainer loader(small_model(), short_run(""));
+  test::expect_error_mentioning([&] { loader.load_checkpoint(weights.path()); }, "--no-load-optim");
+  TrainConfig no_load = short_run("");
+  no_load.checkpoint.no_load_optim = true;
+  Trainer ok(small_model(), no_load);
+  EXPECT_EQ(ok.load_checkpoint(weights.path()), 10);
+}
+
+TEST(Checkpoint, BadCheckpointsAreClearErrors) {
+  test::TempDir dir;
+  Trainer saved(small_model(), short_run(dir.path()));
+  quiet_run(saved);
+  const std::string iter = iteration_dir(dir.path(), 10), shard = iter + "/rank_0.safetensors";
+  auto load = [&] {
+    Trainer t(small_model(), short_run(""));
+    t.load_checkpoint(dir.path());
+  };
+  {  // another model
+    ModelConfig other = small_model();
+    other.hidden_size = 32;
+    Trainer t(other, short_run(""));
+    test::expect_error_mentioning([&] { t.load_checkpoint(dir.path()); }, "is of another model");
+  }
+  const std::string original = read_bytes(shard);
+  // corrupted: one byte flipped
+  std::string bad = original;
+  bad[bad.size() / 2] ^= 0x40;
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << bad;
+  test::expect_error_mentioning(load, "rank_0.safetensors is corrupted");
+  // truncated
+  std::ofstream(shard, std::ios::binary | std::ios::trunc) << original.substr(0, original.size() - 100);
+  test::expect_error_mentioning(load, "rank_0.safetensors holds");
+  // missing
+  fs::remove(shard);
+  test::expect_error_mentioning(load, "rank_0.safetensors is missing");
+  // no checkpoint at all
+  test::TempDir empty;
+  Trainer fresh(small_model(), short_run(""));
+  EXPECT_EQ(fresh.load_checkpoint(empty.path()), -1);
+  TrainConfig strict = short_run("");
+  strict.checkpoint.exit_on_missing_checkpoint = true;
+  Trainer t(small_model(), strict);
+  test::expect_error_mentioning([&] { t.load_checkpoint(empty.path()); }, "--exit-on-missing-checkpoint");
+}
+
+// A save interrupted before its commit leaves its staging directory behind and "latest" naming
+// the previous checkpoint, which still loads; the next save clears the leftover.
+TEST(Checkpoint, InterruptedSaveLeavesThePreviousCheckpoint) {
+  test::TempDir dir;
+  Trainer saved(small_model(), short_run(dir.path()));
+  quiet_run(saved);
+  const std::string partial = begin_checkpoint(dir.path(), 15);
+  std::ofstream(partial + "/rank_0.safetensors") << "half a file";
+  EXPECT_EQ(read_latest_iteration(dir.path()), 10);
+  Trainer t(small_model(), short_run(""));
+  EXPECT_EQ(t.load_checkpoint(dir.path()), 10);
+  EXPECT_TRUE(fs::exists(partial));
+  begin_checkpoint(dir.path(), 15);
+  EXPECT_TRUE(fs::is_empty(partial));
+}
+
+}  // namespace
+}  // namespace mt
