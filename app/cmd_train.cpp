@@ -95,6 +95,12 @@ std::optional<double> optional_real(const Options& o, const char* name) {
   return o.real(name);
 }
 
+// A count that must be >= 1 and fit an int (a rank or stage count).
+int small_positive(int64_t value, const char* flag) {
+  MT_CHECK(value >= 1 && value <= 1'000'000) << flag << " must be between 1 and 1000000 (got " << value << ")";
+  return static_cast<int>(value);
+}
+
 TrainConfig train_config(const Options& o) {
   TrainConfig t;
   MT_CHECK(o.has("--micro-batch-size")) << "pass --micro-batch-size (sequences per micro-batch)";
@@ -108,16 +114,16 @@ TrainConfig train_config(const Options& o) {
   t.exit_interval = optional_integer(o, "--exit-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
   t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
-  t.pipeline.pp = static_cast<int>(o.integer("--pipeline-model-parallel-size"));
+  t.pipeline.pp = small_positive(o.integer("--pipeline-model-parallel-size"), "--pipeline-model-parallel-size");
   t.pipeline.first_stage_layers = optional_integer(o, "--decoder-first-pipeline-num-layers");
   t.pipeline.last_stage_layers = optional_integer(o, "--decoder-last-pipeline-num-layers");
   t.pipeline.account_for_embedding = o.flag("--account-for-embedding-in-pipeline-split");
   t.pipeline.account_for_loss = o.flag("--account-for-loss-in-pipeline-split");
   t.pipeline.layers_per_virtual_stage = optional_integer(o, "--num-layers-per-virtual-pipeline-stage");
   if (const std::optional<int64_t> v = optional_integer(o, "--num-virtual-stages-per-pipeline-rank"))
-    t.pipeline.virtual_stages_per_rank = static_cast<int>(*v);
+    t.pipeline.virtual_stages_per_rank = small_positive(*v, "--num-virtual-stages-per-pipeline-rank");
   if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))
-    t.microbatch_group_size = static_cast<int>(*g);
+    t.microbatch_group_size = small_positive(*g, "--microbatch-group-size-per-virtual-pipeline-stage");
   t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
   t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
   t.ddp_bucket_size = o.integer("--ddp-bucket-size");
@@ -270,7 +276,9 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   print("layout: " + std::to_string(g.grid.world_size()) + " ranks = tensor parallel " + std::to_string(g.grid.tp()) +
         (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x pipeline parallel " +
         std::to_string(g.grid.pp()) + " x data parallel " + std::to_string(g.grid.dp()));
-  print("parameters on this rank: " + std::to_string(trainer.model().params().numel()));
+  int64_t parameters = 0;
+  for (int c = 0; c < trainer.chunks(); ++c) parameters += trainer.model(c).params().numel();
+  print("parameters on this rank: " + std::to_string(parameters));
   if (!train.checkpoint.load.empty()) {
     const std::string& dir = train.checkpoint.load;
     const int64_t loaded = trainer.load_checkpoint(dir);

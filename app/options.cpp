@@ -107,7 +107,7 @@ const std::vector<OptionSpec> kTable = {
     {"--clip-grad", T::real, "1.0", "global gradient-norm clip (0 disables)", "", "train"},
     // Parallelism.
     {"--tensor-model-parallel-size", T::integer, "1", "ranks each layer is split over (heads, MLP width and vocabulary)", "", "train"},
-    {"--pipeline-model-parallel-size", T::integer, "1", "pipeline stages the layers are split over (1F1B schedule; the first stage holds the embedding, the last the output layer and loss)", "", "train"},
+    {"--pipeline-model-parallel-size", T::integer, "1", "pipeline stages the layers are split over (1F1B, or interleaved with virtual stages; the first stage holds the embedding, the last the output layer and loss)", "", "train"},
     {"--decoder-first-pipeline-num-layers", T::integer, "", "layers on the first pipeline stage (uneven split; the others share the rest evenly)", "", "train"},
     {"--decoder-last-pipeline-num-layers", T::integer, "", "layers on the last pipeline stage (uneven split)", "", "train"},
     {"--account-for-embedding-in-pipeline-split", T::flag, "", "count the embedding as one layer when splitting the layers over pipeline stages", "", "train"},

@@ -13,7 +13,8 @@
 # most of it the 50k-word output layer).
 # It trains on 2 MPI ranks with tensor parallelism 2 and sequence parallelism (each rank holds half
 # of every layer and one OpenMP thread), which reproduces the single-rank loss curve; drop the
-# mpirun prefix and the two parallel flags to train in one process.
+# mpirun prefix and the two parallel flags to train in one process. The final state is saved as a
+# checkpoint under out/quickstart/checkpoints (resume or reshard it with --load; see the user guide).
 # Megatron's mock-data run (no files) is in docs/user-guide.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,4 +38,4 @@ OMP_NUM_THREADS=1 exec mpirun --oversubscribe -np 2 ./build/megatron train \
   --data-path "$data/fortunes_text_document" --split 98,1,1 "${tokenizer[@]}" \
   --lr 5e-3 --min-lr 5e-4 --lr-decay-style cosine --lr-warmup-iters 10 \
   --train-iters 300 --log-interval 25 --eval-interval 150 --eval-iters 4 \
-  --hidden-dropout 0 --attention-dropout 0 "$@"
+  --hidden-dropout 0 --attention-dropout 0 --save "$data/checkpoints" "$@"

@@ -23,7 +23,8 @@ void divide_in_place(const TensorView& t, int divisor) {
   }
   MT_CHECK(t.dtype == DType::f32) << "divide_in_place: f32 or f64 only, got " << t.str();
   const float d = static_cast<float>(divisor);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] /= d;
+  float* x = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) x[i] /= d;
 }
 
 bool is_part(const TensorView& whole, const TensorView& part, int rank) {

@@ -4,10 +4,11 @@
 // passes over preallocated buffers.
 //
 // Per-micro-batch state lives in slots (DESIGN invariant 8): a Stage carves N activation slots,
-// each holding one micro-batch's inputs, dropout round, grad scale and every saved tensor, so
-// several micro-batches can be in flight (pipeline schedules): any order of forwards and
-// backwards over distinct slots is legal. Buffers that no two passes use at once (layer scratch,
-// the recomputation pool, the output layer's logits chunk) are shared by all slots.
+// each holding one micro-batch's inputs, dropout round and every saved tensor, so several
+// micro-batches can be in flight (pipeline schedules): any order of forwards and backwards over
+// distinct slots is legal. Buffers that no two passes use at once (layer scratch, the
+// recomputation pool, the output layer's logits chunk, and a stage's output without the head,
+// which is sent on at once and never read by the backward) are shared by all slots.
 //
 // The forward-only path keeps nothing and needs no labels: it serves evaluation (loss sums) and
 // inference (logits out); its transient per-layer buffers lie over the backward-only scratch.
@@ -112,7 +113,7 @@ class Stage {
     Inputs in;
     TensorView emb_drop_mask;  // u8 [Nl, h] (first stage)
     TensorView input;          // [Nl, h] the first layer's input: embedding output or received hidden states
-    std::vector<LayerActivations> layers;  // one per layer of the stage
+    std::vector<LayerActivations> layers;  // one per layer of the stage (the last one's out: see output_)
     HeadSaved head;            // (last stage)
   };
 

@@ -57,7 +57,9 @@ class DataParallelSync {
   void reduce_grads();
   // Distributed optimizer only (a no-op otherwise): every rank's updated shard of each bucket's
   // values, all-gathered into every rank's parameters. With --overlap-param-gather this only
-  // starts the gathers (the embedding's bucket first, as the forward needs it first).
+  // starts the gathers (the embedding's bucket first, as the forward needs it first): all of them
+  // at once, where Megatron starts the first and each forward pre-hook the next; the same values,
+  // more gathers in flight.
   void gather_params();
   // The Stage's ParamsNeeded callback (before a forward reads these parameters): waits for the
   // gathers of their buckets.

@@ -81,7 +81,7 @@ class AdamW {
   // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
   // parameter's value and gradient views are read at every step (a caller may repoint them).
   struct Segment {
-    const Param* param = nullptr;
+    const Param* param = nullptr;  // into a ParamStore's params(), which never grows after construction
     int64_t begin = 0, end = 0;
     TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
   };

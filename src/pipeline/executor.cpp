@@ -45,6 +45,9 @@ class Executor {
     const int vs = virtual_stage(pp_, rank_, a.chunk);
     const int last = pp_ * static_cast<int>(run_.chunks.size()) - 1;
     PipelineChunk& chunk = *run_.chunks[static_cast<size_t>(a.chunk)];
+    // The chunk's last output lives in its own buffers, which this compute overwrites.
+    for (const auto& [key, tensor] : outbox_)
+      MT_CHECK(std::get<2>(key) != vs) << "pipeline: " << to_string(a) << " would overwrite its chunk's unsent output";
     if (a.kind == Action::Kind::forward) {
       const TensorView input = vs > 0 ? take({Direction::activation, a.microbatch, vs - 1}, a) : TensorView();
       const TensorView out = chunk.forward(a.microbatch, input);

@@ -189,6 +189,9 @@ class Simulator {
     if (a.chunk < 0 || a.chunk >= c_.vp || a.microbatch < 0 || a.microbatch >= c_.num_microbatches)
       fail(cat(where(r), ": micro-batch or chunk outside ", c_.num_microbatches, " micro-batches, ", c_.vp, " chunks"));
     const int vs = virtual_stage(c_.pp, r, a.chunk);
+    // A chunk leaves its output in one buffer that its next compute overwrites: it must be sent first.
+    for (const TensorId& id : s.unsent)
+      if (std::get<2>(id) == vs) fail(cat(where(r), ": computes again before sending its ", describe(id)));
     int& pass = s.pass[a.chunk][a.microbatch];
     if (a.kind == Action::Kind::forward) {
       if (pass != 0) fail(cat(where(r), ": this forward already ran"));

@@ -10,7 +10,9 @@
 //
 // Checks: each matched send and receive name the same tensor (direction, micro-batch, producing
 // virtual stage); peers and stages are the ones the partition implies (rank r holds virtual
-// stages c·pp + r); a tensor is sent after the compute that produces it and only once; a forward
+// stages c·pp + r); a tensor is sent after the compute that produces it, only once, and before that
+// chunk computes again (the executor sends from the chunk's own buffers, which the next compute
+// overwrites); a forward
 // on a non-first virtual stage has received its input activation, a backward on a non-last one its
 // output gradient; each (micro-batch, chunk) forward and backward runs exactly once, the backward
 // after the forward (forward-only: no backward); nothing is left unsent or unconsumed at the end.

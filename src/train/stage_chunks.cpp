@@ -27,7 +27,9 @@ TensorView TrainingChunk::forward(int mb, const TensorView& input) {
 TensorView TrainingChunk::backward(int mb, const TensorView& output_grad) {
   if (mb + 1 == static_cast<int>(batches_.size()) && before_last_backward_) before_last_backward_();
   const int slot = slot_of_[static_cast<size_t>(mb)];
+  MT_CHECK(slot >= 0) << "pipeline: the backward of micro-batch " << mb << " comes before its forward";
   const TensorView dx = stage_.backward(slot, output_grad);
+  slot_of_[static_cast<size_t>(mb)] = -1;
   free_slots_.push_back(slot);
   return dx;
 }

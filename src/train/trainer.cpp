@@ -183,7 +183,12 @@ float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 
 double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), value); }
 
-double Trainer::from_last_stage(double value) const { return sum_over(groups_.pp.get(), value); }
+std::array<double, 2> Trainer::global_sums(std::array<double, 2> values) const {
+  const TensorView t(values.data(), DType::f64, {2});
+  for (Communicator* group : {groups_.dp.get(), groups_.pp.get()})
+    if (group->size() > 1) group->all_reduce(t, ReduceOp::sum);
+  return values;
+}
 
 void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype) {
   PipelineRun run;
@@ -245,8 +250,9 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.num_tokens += sums.num_tokens;
   }
   for (auto& sync : dp_syncs_) sync->reduce_grads();
-  result.loss_sum = from_last_stage(dp_sum(result.loss_sum));
-  result.num_tokens = from_last_stage(dp_sum(result.num_tokens));
+  const std::array<double, 2> global = global_sums({result.loss_sum, result.num_tokens});
+  result.loss_sum = global[0];
+  result.num_tokens = global[1];
   return result;
 }
 
@@ -316,7 +322,8 @@ double Trainer::evaluate(Split split) {
       num_tokens += sums.num_tokens;
     }
   }
-  return from_last_stage(dp_sum(loss_sum)) / std::max(from_last_stage(dp_sum(num_tokens)), 1.0);
+  const std::array<double, 2> global = global_sums({loss_sum, num_tokens});
+  return global[0] / std::max(global[1], 1.0);
 }
 
 void Trainer::save_logged(const LogFn& log) {

@@ -14,11 +14,15 @@
 //     extra pass over the gradients.
 //   Either way the reported lm loss is Σ loss / Σ mask over the global batch (train_step).
 // Parallelism: the world communicator is split by the grid (tensor-model-parallel size from the
-// model config). Every rank of a tensor-parallel group reads the same micro-batches (each
-// runs the deterministic sampler itself: no broadcast needed). Data-parallel rank r reads its
-// slice of every global batch; grad_scale already carries the 1/dp of Megatron's averaging in
-// the default mode, so the gradient all-reduce over dp is a plain sum in both modes, and the
-// per-token total is all-reduced before the first forward.
+// model config, pipeline size from the train config). Every rank of a tensor-parallel group and
+// every pipeline stage reads the same micro-batches (each runs the deterministic sampler itself:
+// no broadcast needed; the first stage uses the tokens, the last the labels). Data-parallel rank
+// r reads its slice of every global batch; grad_scale carries the 1/dp of Megatron's averaging in
+// the default mode, so the gradient reduction over dp is a plain sum (an average in the
+// collective with --ddp-average-in-collective, whose grad_scale leaves 1/dp out), and the
+// per-token total is all-reduced before the first forward. Micro-batches run through the
+// pipeline schedule (pipeline/executor.h; one stage: forward and backward of each in turn); the
+// loss sums come from the last stage and are shared over the pipeline group.
 #pragma once
 
 #include <array>
@@ -90,7 +94,7 @@ class Trainer {
   // The whole run: iterations until --train-iters (or --exit-interval), the log line every
   // --log-interval iterations (and after the first), evaluations, then (unless exited) the
   // validation and test evaluations. `log` receives every line Megatron would print on its
-  // logging rank (with one rank, this one; the parallel grid will pick the last pp rank).
+  // logging rank (every rank receives them; the app prints those of the last rank, as Megatron).
   TrainResult run(const LogFn& log);
 
   // One iteration (train_step): forward_backward, the optimizer step at lr((i-1)·gbs), the
@@ -131,8 +135,9 @@ class Trainer {
  private:
   // Sums over the data-parallel group (every rank gets the total).
   double dp_sum(double value) const;
-  // A value only the last pipeline stage has (the loss), given to every stage (zero elsewhere).
-  double from_last_stage(double value) const;
+  // Sums over dp of values only the last pipeline stage has (the loss sums), given to every stage
+  // (they are zero elsewhere).
+  std::array<double, 2> global_sums(std::array<double, 2> values) const;
   // save_checkpoint(--save) between Megatron's two log lines.
   void save_logged(const LogFn& log);
   // Runs this rank's list of `schedule` on its chunks.

@@ -131,7 +131,9 @@ TEST(TpTrain, DataParallelBytesPerStep) {
       // A few doubles (loss sums, norm pieces) besides the buffer: not m = 3 reductions of it.
       const size_t scalars = step.all_reduce.bytes - (distributed ? 0 : buffer);
       EXPECT_LE(scalars, 64u);
-      EXPECT_EQ(step.all_reduce.calls - scalars / 8, distributed ? 0 : buckets);
+      const size_t scalar_calls = step.all_reduce.calls - (distributed ? 0 : buckets);
+      EXPECT_GE(scalar_calls, 1u);
+      EXPECT_LE(scalar_calls, 3u);
       EXPECT_EQ(step.reduce_scatter.bytes, distributed ? buffer : 0u);
       EXPECT_EQ(step.reduce_scatter.calls, distributed ? buckets : 0u);
       // Overlapped gathers are started by the step and counted there (the next forward waits).
