@@ -14,6 +14,7 @@
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
+#include "train/checkpoint_args.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -248,6 +249,10 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   check_data_options(options);
   ModelConfig model = model_config(options);
   TrainConfig train = train_config(options);
+  if (options.flag("--use-checkpoint-args")) {
+    MT_CHECK(!train.checkpoint.load.empty()) << "--use-checkpoint-args reads the model from --load DIR; pass --load";
+    apply_checkpoint_args(train.checkpoint.load, train.checkpoint.ckpt_step, model);
+  }
   std::optional<TrainData> data;
   if (!options.flag("--mock-data")) {
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tokenizer_options(options));

@@ -10,28 +10,13 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint_dir.h"
+#include "train/checkpoint_args.h"
 #include "train/checkpoint_tensors.h"
 #include "train/trainer.h"
 
 namespace mt {
 
 namespace {
-
-nlohmann::json model_signature(const ModelConfig& c) {
-  return {{"num_layers", c.num_layers},
-          {"hidden_size", c.hidden_size},
-          {"ffn_hidden_size", c.ffn_hidden_size},
-          {"num_attention_heads", c.num_attention_heads},
-          {"num_query_groups", c.num_query_groups},
-          {"kv_channels", c.kv_channels},
-          {"max_position_embeddings", c.max_position_embeddings},
-          {"position_embedding_type", static_cast<int>(c.position_embedding_type)},
-          {"normalization", static_cast<int>(c.normalization)},
-          {"activation", static_cast<int>(c.activation)},
-          {"add_bias_linear", c.add_bias_linear},
-          {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
-          {"vocab_size", c.vocab_size}};
-}
 
 std::string file_name(int world_rank) { return "rank_" + std::to_string(world_rank) + ".safetensors"; }
 
@@ -112,16 +97,15 @@ void Trainer::save_checkpoint(const std::string& root) {
 
 int64_t Trainer::load_checkpoint(const std::string& root) {
   const CheckpointConfig& flags = config_.checkpoint;
-  std::optional<int64_t> iteration = flags.ckpt_step;
-  if (!iteration) iteration = read_latest_iteration(root);
-  if (!iteration) {
+  if (!flags.ckpt_step && !read_latest_iteration(root)) {
     MT_CHECK(!flags.exit_on_missing_checkpoint)
         << "--load " << root << " holds no checkpoint (no latest_checkpointed_iteration.txt) and "
         << "--exit-on-missing-checkpoint is set";
     return -1;
   }
-  const std::string dir = iteration_dir(root, *iteration);
-  const nlohmann::json manifest = read_manifest(dir);
+  std::string dir;
+  const nlohmann::json manifest = read_checkpoint_manifest(root, flags.ckpt_step, dir);
+  const int64_t iteration = manifest.at("iteration").get<int64_t>();
   const nlohmann::json expected = model_signature(model_config_), saved = manifest.at("model");
   for (auto it = expected.begin(); it != expected.end(); ++it)
     MT_CHECK(saved.contains(it.key()) && saved.at(it.key()) == it.value())
@@ -165,7 +149,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
     Shape shape;
     take_piece(tensors.whole(kind, p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.main, p.name);
   }
-  if (flags.finetune) return *iteration;  // iteration 0, fresh schedule and scaler
+  if (flags.finetune) return iteration;  // iteration 0, fresh schedule and scaler
   if (optimizer) {
     scheduler_->set_num_steps(manifest.at("scheduler").at("num_steps").get<int64_t>());
     const nlohmann::json& ls = manifest.at("loss_scaler");
@@ -173,7 +157,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
       scaler_->load_state({ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
                            ls.at("hysteresis_tracker").get<int64_t>()});
   }
-  iteration_ = manifest.at("iteration").get<int64_t>();
+  iteration_ = iteration;
   consumed_train_samples_ = manifest.at("consumed_train_samples").get<int64_t>();
   train_sampler_ = PretrainingSampler(data_.train->size(), consumed_train_samples_, config_.micro_batch_size,
                                       config_.data_parallel_rank, config_.data_parallel_size);
@@ -184,7 +168,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
     config_.seed = manifest.at("rng").at("seed").get<uint64_t>();
     for (auto& stage : chunks_) stage->set_seed(config_.seed);
   }
-  return *iteration;
+  return iteration;
 }
 
 }  // namespace mt

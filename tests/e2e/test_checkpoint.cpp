@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "app/commands.h"
 #include "ckpt/checkpoint_dir.h"
 #include "testing.h"
 #include "train/trainer.h"
@@ -153,6 +154,30 @@ TEST(Checkpoint, BadCheckpointsAreClearErrors) {
   strict.checkpoint.exit_on_missing_checkpoint = true;
   Trainer t(small_model(), strict);
   test::expect_error_mentioning([&] { t.load_checkpoint(empty.path()); }, "--exit-on-missing-checkpoint");
+}
+
+// `megatron train --load DIR --use-checkpoint-args`: the architecture comes from the checkpoint
+// (the flags' defaults describe another model, which alone would be refused).
+TEST(Checkpoint, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
+  test::TempDir dir;
+  ModelConfig m = small_model();
+  m.normalization = Normalization::rmsnorm;
+  m.activation = Activation::swiglu;
+  Trainer saved(m, short_run(dir.path()));
+  quiet_run(saved);
+  const std::vector<std::string> args = {"--mock-data", "--micro-batch-size", "2", "--global-batch-size", "4",
+                                         "--seq-length", "32", "--vocab-size", "512", "--lr", "1e-3", "--train-iters", "12",
+                                         "--eval-iters", "0", "--log-interval", "1", "--load", dir.path()};
+  test::expect_error_mentioning([&] { cmd_train(args); }, "is of another model");
+  std::vector<std::string> with_args = args;
+  with_args.push_back("--use-checkpoint-args");
+  ::testing::internal::CaptureStdout();
+  const int rc = cmd_train(with_args);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("RMSNorm"), std::string::npos) << out;
+  EXPECT_NE(out.find("successfully loaded checkpoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("iteration       12/      12"), std::string::npos) << out;
 }
 
 // A save interrupted before its commit leaves its staging directory behind and "latest" naming

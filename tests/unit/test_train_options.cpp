@@ -40,7 +40,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--rotary-base", "--save", "--save-interval", "--seed", "--seq-length", "--sequence-parallel",
       "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path",
       "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping",
+      "--untie-embeddings-and-output-weights", "--use-checkpoint-args", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping",
       "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay",
       "--weight-decay-incr-style",
   };

@@ -1,0 +1,24 @@
+// Owns the model architecture a checkpoint records (its manifest's "model") and
+// --use-checkpoint-args: the architecture taken from the checkpoint instead of the command line.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "model/config.h"
+
+namespace mt {
+
+// The fields that make two models the same (a finalized config: derived sizes filled in).
+nlohmann::json model_signature(const ModelConfig& c);
+
+// The checkpoint under `root` ("latest", or `step`), whose manifest is returned; its directory
+// in `dir`. mt::Error when there is none.
+nlohmann::json read_checkpoint_manifest(const std::string& root, std::optional<int64_t> step, std::string& dir);
+
+// --use-checkpoint-args: c's architecture replaced by the one the checkpoint under `root` records.
+void apply_checkpoint_args(const std::string& root, std::optional<int64_t> step, ModelConfig& c);
+
+}  // namespace mt
