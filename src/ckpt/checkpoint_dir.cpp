@@ -37,6 +37,11 @@ std::string iteration_dir(const std::string& root, int64_t iteration) {
   return (fs::path(root) / name).string();
 }
 
+std::string committed_iteration_dir(const std::string& root, int64_t iteration) {
+  const std::string dir = iteration_dir(root, iteration);
+  return !fs::exists(dir) && fs::exists(dir + ".old") ? dir + ".old" : dir;
+}
+
 std::string staging_dir(const std::string& root, int64_t iteration) { return iteration_dir(root, iteration) + ".partial"; }
 
 std::optional<int64_t> read_latest_iteration(const std::string& root) {
@@ -114,10 +119,11 @@ nlohmann::json read_manifest(const std::string& dir) {
   } catch (const nlohmann::json::exception& e) {
     MT_FAIL() << path << " is not valid JSON: " << e.what();
   }
-  MT_CHECK(j.is_object() && j.value("magic", std::string()) == kCheckpointMagic)
+  MT_CHECK(j.is_object() && j.contains("magic") && j.at("magic") == kCheckpointMagic)
       << path << " is not a megatron.cpp checkpoint manifest";
-  MT_CHECK(j.value("version", -1) == kCheckpointVersion)
-      << path << " has version " << j.value("version", -1) << "; this build reads version " << kCheckpointVersion;
+  MT_CHECK(j.contains("version") && j.at("version") == kCheckpointVersion)
+      << path << " has version " << (j.contains("version") ? j.at("version").dump() : "none")
+      << "; this build reads version " << kCheckpointVersion;
   return j;
 }
 

@@ -3,7 +3,9 @@
 //   <root>/latest_checkpointed_iteration.txt
 // A checkpoint is written into <root>/iter_0000100.partial/, fsync'ed, renamed into place, and
 // only then does the "latest" file (written to a temporary name and renamed) point at it: a crash
-// at any moment leaves the previous checkpoint whole and "latest" naming it. The manifest
+// at any moment leaves the previous checkpoint whole and "latest" naming it (a re-save of the
+// same iteration first sets the old directory aside as <dir>.old, which loads until the new one
+// is in place). The manifest
 // (manifest.json: magic, version, then what the trainer stores) is written last into the staging
 // directory, so a directory without one was never committed.
 #pragma once
@@ -19,6 +21,10 @@ inline constexpr const char* kCheckpointMagic = "megatron.cpp checkpoint";
 inline constexpr int kCheckpointVersion = 1;
 
 std::string iteration_dir(const std::string& root, int64_t iteration);  // <root>/iter_%07d
+// Where iteration's checkpoint is to be read: its directory, or, when a re-save of the same
+// iteration was interrupted between setting the old one aside and renaming the new one into place,
+// the old one (<dir>.old).
+std::string committed_iteration_dir(const std::string& root, int64_t iteration);
 
 // The iteration "latest" names; nullopt when root has no such file. A malformed file is an error.
 std::optional<int64_t> read_latest_iteration(const std::string& root);

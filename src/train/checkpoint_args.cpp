@@ -24,7 +24,7 @@ nlohmann::json model_signature(const ModelConfig& c) {
 nlohmann::json read_checkpoint_manifest(const std::string& root, std::optional<int64_t> step, std::string& dir) {
   if (!step) step = read_latest_iteration(root);
   MT_CHECK(step) << root << " holds no checkpoint (no latest_checkpointed_iteration.txt)";
-  dir = iteration_dir(root, *step);
+  dir = committed_iteration_dir(root, *step);
   return read_manifest(dir);
 }
 

@@ -28,6 +28,20 @@ void set_element(const TensorView& t, int64_t i, float x) {
 
 std::string shape_text(const Shape& s) { return TensorView(nullptr, DType::f32, s).str().substr(3); }
 
+bool is_vocabulary(const std::string& name) {
+  return name.find("word_embeddings") != std::string::npos || name.find("output_layer") != std::string::npos;
+}
+
+// The saved shape may differ from the model's only in a vocabulary tensor's rows, and by at most
+// what the padding to a multiple of 128 x tp (tp <= 1024) can add.
+bool compatible(const Shape& saved, const Shape& expected, bool vocabulary) {
+  if (saved == expected) return true;
+  if (!vocabulary || saved.ndim != expected.ndim || expected.ndim == 0) return false;
+  for (int d = 1; d < expected.ndim; ++d)
+    if (saved.dims[d] != expected.dims[d]) return false;
+  return saved.dims[0] >= 1 && saved.dims[0] <= expected.dims[0] + 128 * 1024;
+}
+
 }  // namespace
 
 CheckpointTensors::CheckpointTensors(std::vector<ShardFile> files) : files_(std::move(files)) {
@@ -35,18 +49,31 @@ CheckpointTensors::CheckpointTensors(std::vector<ShardFile> files) : files_(std:
     for (const TensorRecord& r : f.records()) pieces_[r.key()].push_back(&r);
 }
 
-std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::string& name, Shape& shape) const {
+std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::string& name, const Shape& expected,
+                                            Shape& shape) const {
   const auto it = pieces_.find(kind + "/" + name);
   MT_CHECK(it != pieces_.end()) << "the checkpoint holds no " << kind << " of " << name;
   shape = it->second.front()->global_shape;
+  MT_CHECK(compatible(shape, expected, is_vocabulary(name)))
+      << "checkpoint: " << kind << " of " << name << " has shape " << shape_text(shape) << ", the model's is "
+      << shape_text(expected) << " (a checkpoint of another model?)";
   std::vector<float> out(static_cast<size_t>(shape.numel()));
   std::vector<bool> seen(out.size(), false);
   for (const TensorRecord* r : it->second) {
     MT_CHECK(r->global_shape == shape) << "the checkpoint's pieces of " << kind << " " << name << " disagree on its shape";
     const ShardSpec spec{r->shard_dim, r->shard_groups};
+    // A piece must describe a split that exists: every index computed below then lies in the tensor.
+    MT_CHECK(r->tp_size >= 1 && r->tp_rank >= 0 && r->tp_rank < r->tp_size && r->shard_groups >= 1 &&
+             r->shard_dim >= -1 && r->shard_dim < shape.ndim)
+        << "a piece of " << kind << " " << name << " describes an impossible split (rank " << r->tp_rank << " of "
+        << r->tp_size << ", dimension " << r->shard_dim << ")";
+    const int64_t local = spec.sharded() ? shard_shape(shape, spec, r->tp_size).numel() : shape.numel();
+    MT_CHECK(r->begin >= 0 && r->begin <= r->end && r->end <= local)
+        << "a piece of " << kind << " " << name << " covers [" << r->begin << ", " << r->end << ") of a shard of "
+        << local << " elements";
     for (int64_t i = 0; i < r->end - r->begin; ++i) {
-      const int64_t local = r->begin + i;
-      const int64_t g = spec.sharded() ? shard_global_index(shape, spec, r->tp_size, r->tp_rank, local) : local;
+      const int64_t at = r->begin + i;
+      const int64_t g = spec.sharded() ? shard_global_index(shape, spec, r->tp_size, r->tp_rank, at) : at;
       MT_CHECK(g >= 0 && g < shape.numel()) << "a piece of " << kind << " " << name << " lies outside the tensor";
       out[static_cast<size_t>(g)] = element(r->data, i);
       seen[static_cast<size_t>(g)] = true;
@@ -61,10 +88,7 @@ std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::
 
 void take_piece(const std::vector<float>& src, const Shape& src_shape, const Shape& full, const ShardSpec& spec, int t,
                 int r, int64_t begin, const TensorView& dst, const std::string& what) {
-  bool same_but_rows = src_shape.ndim == full.ndim && full.ndim >= 1;
-  for (int d = 1; d < full.ndim && same_but_rows; ++d) same_but_rows = src_shape.dims[d] == full.dims[d];
-  const bool vocabulary = what.find("word_embeddings") != std::string::npos || what.find("output_layer") != std::string::npos;
-  MT_CHECK(src_shape == full || (same_but_rows && vocabulary))
+  MT_CHECK(compatible(src_shape, full, is_vocabulary(what)))
       << "checkpoint: " << what << " has shape " << shape_text(src_shape) << ", the model's is " << shape_text(full)
       << " (a checkpoint of another model?)";
   const int64_t row = full.ndim >= 1 ? full.numel() / std::max<int64_t>(full.dims[0], 1) : 1;

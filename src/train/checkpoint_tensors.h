@@ -19,9 +19,12 @@ class CheckpointTensors {
   explicit CheckpointTensors(std::vector<ShardFile> files);
 
   bool has(const std::string& kind, const std::string& name) const { return pieces_.count(kind + "/" + name) > 0; }
-  // The whole tensor kind/name in f32 and its shape; mt::Error when it is absent or its pieces
-  // leave elements uncovered (a checkpoint missing a rank's file would).
-  std::vector<float> whole(const std::string& kind, const std::string& name, Shape& shape) const;
+  // The whole tensor kind/name in f32 and its shape. The model's shape for it is `expected`; the
+  // saved one must equal it, except (vocabulary: the embedding and output layer) in the number of
+  // rows, which the padding decides. mt::Error when it is absent, its pieces describe anything
+  // else (a damaged or foreign file), or they leave elements uncovered (a missing file).
+  std::vector<float> whole(const std::string& kind, const std::string& name, const Shape& expected,
+                           Shape& shape) const;
 
  private:
   std::vector<ShardFile> files_;

@@ -7,6 +7,7 @@
 // embedding), and the optimizer state where it lives: with the distributed optimizer each dp rank
 // its own ranges, otherwise dp rank 0. Files are named by world rank; the manifest lists each
 // with its size and checksum.
+#include <cmath>
 #include <filesystem>
 
 #include "ckpt/checkpoint_dir.h"
@@ -36,6 +37,44 @@ TensorRecord piece(const Param& p, const char* kind, int tp_rank, int tp_size, i
 }
 
 TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
+
+// What the manifest records besides the model, read and checked before anything is restored.
+struct SavedState {
+  int64_t iteration = 0, consumed_train = 0, consumed_valid = 0, optimizer_steps = 0, scheduler_steps = 0;
+  bool optimizer_saved = false;
+  LossScalerState scaler;
+  std::optional<uint64_t> seed;
+  std::vector<std::pair<std::string, FileDigest>> files;
+};
+
+SavedState read_state(const nlohmann::json& m, const std::string& dir) {
+  SavedState s;
+  try {
+    s.iteration = m.at("iteration").get<int64_t>();
+    s.consumed_train = m.at("consumed_train_samples").get<int64_t>();
+    s.consumed_valid = m.at("consumed_valid_samples").get<int64_t>();
+    s.optimizer_saved = m.at("optimizer").at("saved").get<bool>();
+    s.optimizer_steps = m.at("optimizer").at("steps").get<int64_t>();
+    s.scheduler_steps = m.at("scheduler").at("num_steps").get<int64_t>();
+    const nlohmann::json& ls = m.at("loss_scaler");
+    s.scaler = {ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
+                ls.at("hysteresis_tracker").get<int64_t>()};
+    if (m.contains("rng")) s.seed = m.at("rng").at("seed").get<uint64_t>();
+    for (auto it = m.at("files").begin(); it != m.at("files").end(); ++it)
+      s.files.push_back({it.key(), {it->at("bytes").get<uint64_t>(), it->at("checksum").get<uint64_t>()}});
+  } catch (const nlohmann::json::exception& e) {
+    MT_FAIL() << dir << "/manifest.json is malformed: " << e.what();
+  }
+  MT_CHECK(s.iteration >= 0 && s.consumed_train >= 0 && s.consumed_valid >= 0 && s.optimizer_steps >= 0 &&
+           s.scheduler_steps >= 0 && std::isfinite(s.scaler.scale) && s.scaler.scale > 0.0f)
+      << dir << "/manifest.json holds an impossible state (a negative count or a bad loss scale)";
+  for (const auto& [name, digest] : s.files) {
+    const bool shard_name = name.rfind("rank_", 0) == 0 && name.find('/') == std::string::npos &&
+                            name.size() > 17 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+    MT_CHECK(shard_name) << dir << "/manifest.json lists \"" << name << "\", not a shard file of this format";
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -105,16 +144,16 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   }
   std::string dir;
   const nlohmann::json manifest = read_checkpoint_manifest(root, flags.ckpt_step, dir);
-  const int64_t iteration = manifest.at("iteration").get<int64_t>();
-  const nlohmann::json expected = model_signature(model_config_), saved = manifest.at("model");
+  const SavedState saved_state = read_state(manifest, dir);
+  const nlohmann::json expected = model_signature(model_config_);
+  const nlohmann::json saved = manifest.contains("model") ? manifest.at("model") : nlohmann::json::object();
   for (auto it = expected.begin(); it != expected.end(); ++it)
     MT_CHECK(saved.contains(it.key()) && saved.at(it.key()) == it.value())
         << "checkpoint " << dir << " is of another model: its " << it.key() << " is "
         << (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") << ", this run's " << it.value().dump();
   std::vector<ShardFile> files;
-  for (auto it = manifest.at("files").begin(); it != manifest.at("files").end(); ++it)
-    files.push_back(ShardFile::load((std::filesystem::path(dir) / it.key()).string(),
-                                    {it->at("bytes").get<uint64_t>(), it->at("checksum").get<uint64_t>()}));
+  for (const auto& [name, digest] : saved_state.files)
+    files.push_back(ShardFile::load((std::filesystem::path(dir) / name).string(), digest));
   const CheckpointTensors tensors(std::move(files));
   const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size();
 
@@ -122,23 +161,23 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   for (auto& stage : chunks_)
     for (const Param& p : stage->params().params()) {
       Shape shape;
-      const std::vector<float> whole = tensors.whole("param", p.name, shape);
+      const std::vector<float> whole = tensors.whole("param", p.name, p.full_shape, shape);
       take_piece(whole, shape, p.full_shape, p.shard, tp, tp_rank, 0, flat(p.value), p.name);
     }
   const bool optimizer = !flags.no_load_optim && !flags.finetune;
   if (optimizer) {
-    MT_CHECK(manifest.at("optimizer").at("saved").get<bool>())
+    MT_CHECK(saved_state.optimizer_saved)
         << "checkpoint " << dir << " was saved with --no-save-optim; add --no-load-optim (or --finetune) to load "
         << "its weights alone";
     for (const AdamW::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
       Shape shape;
-      take_piece(tensors.whole("exp_avg", p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.m,
+      take_piece(tensors.whole("exp_avg", p.name, p.full_shape, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.m,
                  p.name);
-      take_piece(tensors.whole("exp_avg_sq", p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.v,
+      take_piece(tensors.whole("exp_avg_sq", p.name, p.full_shape, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.v,
                  p.name);
     }
-    optimizer_->set_steps(manifest.at("optimizer").at("steps").get<int64_t>());
+    optimizer_->set_steps(saved_state.optimizer_steps);
   }
   // The f32 main copies of 16-bit parameters: the saved ones, or (weights only, or a checkpoint of
   // f32 parameters) the values themselves.
@@ -147,28 +186,25 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
     const Param& p = *s.param;
     const char* kind = optimizer && tensors.has("main_param", p.name) ? "main_param" : "param";
     Shape shape;
-    take_piece(tensors.whole(kind, p.name, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.main, p.name);
+    take_piece(tensors.whole(kind, p.name, p.full_shape, shape), shape, p.full_shape, p.shard, tp, tp_rank, s.begin, s.main, p.name);
   }
-  if (flags.finetune) return iteration;  // iteration 0, fresh schedule and scaler
+  if (flags.finetune) return saved_state.iteration;  // iteration 0, fresh schedule and scaler
   if (optimizer) {
-    scheduler_->set_num_steps(manifest.at("scheduler").at("num_steps").get<int64_t>());
-    const nlohmann::json& ls = manifest.at("loss_scaler");
-    if (scaler_)
-      scaler_->load_state({ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
-                           ls.at("hysteresis_tracker").get<int64_t>()});
+    scheduler_->set_num_steps(saved_state.scheduler_steps);
+    if (scaler_) scaler_->load_state(saved_state.scaler);
   }
-  iteration_ = iteration;
-  consumed_train_samples_ = manifest.at("consumed_train_samples").get<int64_t>();
+  iteration_ = saved_state.iteration;
+  consumed_train_samples_ = saved_state.consumed_train;
   train_sampler_ = PretrainingSampler(data_.train->size(), consumed_train_samples_, config_.micro_batch_size,
                                       config_.data_parallel_rank, config_.data_parallel_size);
   if (valid_sampler_)
-    valid_sampler_.emplace(data_.valid->size(), manifest.at("consumed_valid_samples").get<int64_t>(),
+    valid_sampler_.emplace(data_.valid->size(), saved_state.consumed_valid,
                            config_.micro_batch_size, config_.data_parallel_rank, config_.data_parallel_size);
-  if (!flags.no_load_rng && manifest.contains("rng")) {
-    config_.seed = manifest.at("rng").at("seed").get<uint64_t>();
+  if (!flags.no_load_rng && saved_state.seed) {
+    config_.seed = *saved_state.seed;
     for (auto& stage : chunks_) stage->set_seed(config_.seed);
   }
-  return iteration;
+  return saved_state.iteration;
 }
 
 }  // namespace mt

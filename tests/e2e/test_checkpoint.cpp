@@ -71,7 +71,9 @@ void expect_exact_resume(const ModelConfig& m, TrainConfig run, const std::strin
     EXPECT_EQ(a.iteration, b.iteration);
     EXPECT_EQ(a.loss, b.loss) << "iteration " << b.iteration;
     EXPECT_EQ(a.skipped, b.skipped) << "iteration " << b.iteration;
-    if (!b.skipped) EXPECT_EQ(a.grad_norm, b.grad_norm) << "iteration " << b.iteration;
+    if (!b.skipped) {
+      EXPECT_EQ(a.grad_norm, b.grad_norm) << "iteration " << b.iteration;
+    }
     EXPECT_EQ(a.lr, b.lr) << "iteration " << b.iteration;
     EXPECT_EQ(a.loss_scale, b.loss_scale) << "iteration " << b.iteration;
   }
@@ -168,7 +170,9 @@ TEST(Checkpoint, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
   const std::vector<std::string> args = {"--mock-data", "--micro-batch-size", "2", "--global-batch-size", "4",
                                          "--seq-length", "32", "--vocab-size", "512", "--lr", "1e-3", "--train-iters", "12",
                                          "--eval-iters", "0", "--log-interval", "1", "--load", dir.path()};
+  ::testing::internal::CaptureStdout();
   test::expect_error_mentioning([&] { cmd_train(args); }, "is of another model");
+  ::testing::internal::GetCapturedStdout();
   std::vector<std::string> with_args = args;
   with_args.push_back("--use-checkpoint-args");
   ::testing::internal::CaptureStdout();
@@ -194,6 +198,22 @@ TEST(Checkpoint, InterruptedSaveLeavesThePreviousCheckpoint) {
   EXPECT_TRUE(fs::exists(partial));
   begin_checkpoint(dir.path(), 15);
   EXPECT_TRUE(fs::is_empty(partial));
+}
+
+// A re-save of the same iteration interrupted after setting the old directory aside and before
+// renaming the new one into place: "latest" names an iteration whose directory is <dir>.old.
+TEST(Checkpoint, InterruptedResaveStillLoadsTheOldDirectory) {
+  test::TempDir dir;
+  Trainer saved(small_model(), short_run(dir.path()));
+  quiet_run(saved);
+  const std::string final_dir = iteration_dir(dir.path(), 10);
+  fs::rename(final_dir, final_dir + ".old");
+  Trainer t(small_model(), short_run(""));
+  EXPECT_EQ(t.load_checkpoint(dir.path()), 10);
+  // The next save of that iteration puts a whole directory back and drops the old one.
+  t.save_checkpoint(dir.path());
+  EXPECT_TRUE(fs::exists(final_dir + "/manifest.json"));
+  EXPECT_FALSE(fs::exists(final_dir + ".old"));
 }
 
 }  // namespace
