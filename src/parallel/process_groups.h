@@ -3,6 +3,7 @@
 // use so far are built; the others follow with the features that need them.
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "comm/communicator.h"
@@ -27,5 +28,12 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config);
 
 // Σ over the group of a per-rank scalar (every rank gets the total; null or size 1: the value).
 double sum_over(Communicator* group, double value);
+// The same for a few scalars at once (one collective).
+template <size_t N>
+std::array<double, N> sum_over(Communicator* group, std::array<double, N> values) {
+  if (group != nullptr && group->size() > 1)
+    group->all_reduce(TensorView(values.data(), DType::f64, {static_cast<int64_t>(N)}), ReduceOp::sum);
+  return values;
+}
 
 }  // namespace mt

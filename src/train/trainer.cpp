@@ -184,10 +184,7 @@ float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), value); }
 
 std::array<double, 2> Trainer::global_sums(std::array<double, 2> values) const {
-  const TensorView t(values.data(), DType::f64, {2});
-  for (Communicator* group : {groups_.dp.get(), groups_.pp.get()})
-    if (group->size() > 1) group->all_reduce(t, ReduceOp::sum);
-  return values;
+  return sum_over(groups_.pp.get(), sum_over(groups_.dp.get(), values));
 }
 
 void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype) {
