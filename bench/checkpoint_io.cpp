@@ -69,15 +69,17 @@ int main(int argc, char** argv) {
   m.vocab_size = 50257;
   mt::TrainConfig t;
   t.micro_batch_size = 1;
-  t.train_iters = 1;
+  t.train_iters = 100;
   t.eval_iters = 0;
   t.schedule.lr = 1e-4;
   mt::Trainer trainer(m, t);
-  trainer.train_step();  // nonzero moments
   fs::remove_all(dir);
   std::vector<double> save, load;
   uint64_t bytes = 0;
   for (int r = 0; r < rounds; ++r) {
+    // A new iteration each round (a save replacing one of the same iteration also deletes it).
+    fs::remove_all(dir);
+    trainer.train_step();
     auto start = Clock::now();
     trainer.save_checkpoint(dir);
     save.push_back(seconds_since(start));

@@ -1,11 +1,12 @@
 #include "ckpt/shard_file.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -45,13 +46,41 @@ void write_all(int fd, const void* data, size_t bytes, const std::string& path) 
 
 }  // namespace
 
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t hash) {
+namespace {
+constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
+}  // namespace
+
+void Checksum::add(const void* data, size_t bytes) {
   const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    hash ^= p[i];
-    hash *= 0x100000001b3ULL;
+  length_ += bytes;
+  while (bytes > 0 && pending_bytes_ > 0 && pending_bytes_ < 8) {  // finish a word begun earlier
+    pending_[pending_bytes_++] = *p++;
+    --bytes;
   }
-  return hash;
+  if (pending_bytes_ == 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, pending_, 8);
+    hash_ = (hash_ ^ word) * kFnvPrime;
+    pending_bytes_ = 0;
+  }
+  for (; bytes >= 8; p += 8, bytes -= 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, p, 8);  // little-endian hosts only (as safetensors itself)
+    hash_ = (hash_ ^ word) * kFnvPrime;
+  }
+  for (; bytes > 0; --bytes) pending_[pending_bytes_++] = *p++;
+}
+
+uint64_t Checksum::value() const {
+  uint64_t h = hash_;
+  for (size_t i = 0; i < pending_bytes_; ++i) h = (h ^ pending_[i]) * kFnvPrime;
+  return (h ^ length_) * kFnvPrime;
+}
+
+uint64_t checksum_of(const void* data, size_t bytes) {
+  Checksum c;
+  c.add(data, bytes);
+  return c.value();
 }
 
 FileDigest write_shard_file(const std::string& path, const std::vector<TensorRecord>& records) {
@@ -82,42 +111,62 @@ FileDigest write_shard_file(const std::string& path, const std::vector<TensorRec
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   MT_CHECK(fd >= 0) << "cannot create " << path << ": " << std::strerror(errno);
   FileDigest digest;
+  Checksum checksum;
   auto put = [&](const void* data, size_t bytes) {
     write_all(fd, data, bytes, path);
-    digest.checksum = fnv1a64(data, bytes, digest.checksum);
+    checksum.add(data, bytes);
     digest.bytes += bytes;
   };
-  digest.checksum = fnv1a64(nullptr, 0);
   put(length, 8);
   put(text.data(), text.size());
   for (const TensorRecord& r : records) put(r.data.data, r.data.bytes());
+  digest.checksum = checksum.value();
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
   MT_CHECK(synced) << "fsync of " << path << " failed: " << std::strerror(errno);
   return digest;
 }
 
+ShardFile::ShardFile(ShardFile&& other) noexcept
+    : bytes_(other.bytes_), size_(other.size_), records_(std::move(other.records_)) {
+  other.bytes_ = nullptr;
+  other.size_ = 0;
+}
+
+ShardFile::~ShardFile() {
+  if (bytes_ != nullptr) ::munmap(const_cast<uint8_t*>(bytes_), size_);
+}
+
 ShardFile ShardFile::load(const std::string& path, const FileDigest& expected) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  MT_CHECK(in.good()) << "checkpoint file " << path << " is missing or unreadable";
-  const auto size = static_cast<uint64_t>(in.tellg());
-  MT_CHECK(size == expected.bytes) << "checkpoint file " << path << " holds " << size << " bytes, the manifest says "
-                                   << expected.bytes << " (truncated or replaced)";
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  MT_CHECK(fd >= 0) << "checkpoint file " << path << " is missing or unreadable: " << std::strerror(errno);
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  const auto size = static_cast<uint64_t>(stated ? st.st_size : 0);
+  if (!stated || size != expected.bytes || size == 0) {
+    ::close(fd);
+    MT_CHECK(stated) << "cannot stat checkpoint file " << path;
+    MT_FAIL() << "checkpoint file " << path << " holds " << size << " bytes, the manifest says " << expected.bytes
+              << " (truncated or replaced)";
+  }
+  // Mapped, not read: no copy, and the page cache's pages serve the checksum and the loader.
+  // MAP_POPULATE: the pages are mapped in one go rather than one fault at a time.
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  MT_CHECK(map != MAP_FAILED) << "cannot map checkpoint file " << path << ": " << std::strerror(errno);
   ShardFile f;
-  f.bytes_.resize(size);
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(f.bytes_.data()), static_cast<std::streamsize>(size));
-  MT_CHECK(in.good()) << "reading checkpoint file " << path << " failed";
-  MT_CHECK(fnv1a64(f.bytes_.data(), f.bytes_.size()) == expected.checksum)
+  f.bytes_ = static_cast<const uint8_t*>(map);
+  f.size_ = size;
+  MT_CHECK(checksum_of(f.bytes_, f.size_) == expected.checksum)
       << "checkpoint file " << path << " is corrupted (its checksum differs from the manifest's)";
   // The checksum vouches for the bytes; the parse below still refuses anything malformed.
   MT_CHECK(size >= 8) << path << ": too short";
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | f.bytes_[static_cast<size_t>(i)];
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | f.bytes_[i];
   MT_CHECK(header_len <= size - 8) << path << ": header length exceeds the file";
   const size_t data_start = 8 + header_len;
   try {
-    const nlohmann::json header = nlohmann::json::parse(f.bytes_.begin() + 8, f.bytes_.begin() + 8 + header_len);
+    const nlohmann::json header = nlohmann::json::parse(f.bytes_ + 8, f.bytes_ + 8 + header_len);
     const nlohmann::json& meta = header.at("__metadata__");
     for (auto it = header.begin(); it != header.end(); ++it) {
       if (it.key() == "__metadata__") continue;
@@ -139,7 +188,7 @@ ShardFile ShardFile::load(const std::string& path, const FileDigest& expected) {
       MT_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && data_start + offsets[1] <= size &&
                offsets[1] - offsets[0] == static_cast<uint64_t>(r.end - r.begin) * dtype_size(dtype) && r.begin <= r.end)
           << path << ": piece " << it.key() << " has an inconsistent byte range";
-      r.data = TensorView(f.bytes_.data() + data_start + offsets[0], dtype, {r.end - r.begin});
+      r.data = TensorView(const_cast<uint8_t*>(f.bytes_) + data_start + offsets[0], dtype, {r.end - r.begin});
       f.records_.push_back(r);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -26,6 +26,31 @@ void set_element(const TensorView& t, int64_t i, float x) {
   }
 }
 
+// n = t.numel() elements of t into out as f32, and back.
+void to_f32(const TensorView& t, float* out) {
+  const int64_t n = t.numel();
+  switch (t.dtype) {
+    case DType::f32: std::copy(t.f32(), t.f32() + n, out); return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(t.bf16()[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) out[i] = element(t, i);
+  }
+}
+
+void from_f32(const float* in, const TensorView& t) {
+  const int64_t n = t.numel();
+  switch (t.dtype) {
+    case DType::f32: std::copy(in, in + n, t.f32()); return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) t.bf16()[i] = f32_to_bf16(in[i]);
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) set_element(t, i, in[i]);
+  }
+}
+
 std::string shape_text(const Shape& s) { return TensorView(nullptr, DType::f32, s).str().substr(3); }
 
 bool is_vocabulary(const std::string& name) {
@@ -49,16 +74,18 @@ CheckpointTensors::CheckpointTensors(std::vector<ShardFile> files) : files_(std:
     for (const TensorRecord& r : f.records()) pieces_[r.key()].push_back(&r);
 }
 
-std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::string& name, const Shape& expected,
-                                            Shape& shape) const {
+const std::vector<float>& CheckpointTensors::whole(const std::string& kind, const std::string& name,
+                                                   const Shape& expected, Shape& shape) {
   const auto it = pieces_.find(kind + "/" + name);
   MT_CHECK(it != pieces_.end()) << "the checkpoint holds no " << kind << " of " << name;
   shape = it->second.front()->global_shape;
   MT_CHECK(compatible(shape, expected, is_vocabulary(name)))
       << "checkpoint: " << kind << " of " << name << " has shape " << shape_text(shape) << ", the model's is "
       << shape_text(expected) << " (a checkpoint of another model?)";
-  std::vector<float> out(static_cast<size_t>(shape.numel()));
-  std::vector<bool> seen(out.size(), false);
+  std::vector<float>& out = whole_;
+  std::vector<uint8_t>& seen = seen_;
+  out.resize(static_cast<size_t>(shape.numel()));  // every element is overwritten (or the gap is an error)
+  seen.assign(out.size(), 0);
   for (const TensorRecord* r : it->second) {
     MT_CHECK(r->global_shape == shape) << "the checkpoint's pieces of " << kind << " " << name << " disagree on its shape";
     const ShardSpec spec{r->shard_dim, r->shard_groups};
@@ -71,15 +98,20 @@ std::vector<float> CheckpointTensors::whole(const std::string& kind, const std::
     MT_CHECK(r->begin >= 0 && r->begin <= r->end && r->end <= local)
         << "a piece of " << kind << " " << name << " covers [" << r->begin << ", " << r->end << ") of a shard of "
         << local << " elements";
+    if (!spec.sharded()) {  // a contiguous range of the whole tensor
+      to_f32(r->data, out.data() + r->begin);
+      std::fill(seen.begin() + r->begin, seen.begin() + r->end, uint8_t{1});
+      continue;
+    }
     for (int64_t i = 0; i < r->end - r->begin; ++i) {
       const int64_t at = r->begin + i;
       const int64_t g = spec.sharded() ? shard_global_index(shape, spec, r->tp_size, r->tp_rank, at) : at;
       MT_CHECK(g >= 0 && g < shape.numel()) << "a piece of " << kind << " " << name << " lies outside the tensor";
       out[static_cast<size_t>(g)] = element(r->data, i);
-      seen[static_cast<size_t>(g)] = true;
+      seen[static_cast<size_t>(g)] = 1;
     }
   }
-  const auto gap = std::find(seen.begin(), seen.end(), false);
+  const auto gap = std::find(seen.begin(), seen.end(), uint8_t{0});
   MT_CHECK(gap == seen.end()) << "the checkpoint's pieces of " << kind << " " << name << " leave element "
                               << gap - seen.begin() << " of " << shape_text(shape)
                               << " uncovered (a shard file is missing from the checkpoint)";
@@ -91,6 +123,10 @@ void take_piece(const std::vector<float>& src, const Shape& src_shape, const Sha
   MT_CHECK(compatible(src_shape, full, is_vocabulary(what)))
       << "checkpoint: " << what << " has shape " << shape_text(src_shape) << ", the model's is " << shape_text(full)
       << " (a checkpoint of another model?)";
+  if (!spec.sharded() && src_shape == full) {  // a contiguous range of the whole tensor
+    from_f32(src.data() + begin, dst);
+    return;
+  }
   const int64_t row = full.ndim >= 1 ? full.numel() / std::max<int64_t>(full.dims[0], 1) : 1;
   const int64_t src_rows = src_shape.ndim >= 1 ? src_shape.dims[0] : 1;
   for (int64_t i = 0; i < dst.numel(); ++i) {

@@ -23,12 +23,16 @@ class CheckpointTensors {
   // saved one must equal it, except (vocabulary: the embedding and output layer) in the number of
   // rows, which the padding decides. mt::Error when it is absent, its pieces describe anything
   // else (a damaged or foreign file), or they leave elements uncovered (a missing file).
-  std::vector<float> whole(const std::string& kind, const std::string& name, const Shape& expected,
-                           Shape& shape) const;
+  // The result lives in this object's scratch until the next call (one buffer for every tensor:
+  // no fresh memory, and its page faults, per tensor).
+  const std::vector<float>& whole(const std::string& kind, const std::string& name, const Shape& expected,
+                                  Shape& shape);
 
  private:
   std::vector<ShardFile> files_;
   std::map<std::string, std::vector<const TensorRecord*>> pieces_;  // by key
+  std::vector<float> whole_;
+  std::vector<uint8_t> seen_;
 };
 
 // Writes into `dst` elements [begin, begin + dst.numel()) of rank r's shard (of t, under `spec`)

@@ -154,14 +154,14 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   std::vector<ShardFile> files;
   for (const auto& [name, digest] : saved_state.files)
     files.push_back(ShardFile::load((std::filesystem::path(dir) / name).string(), digest));
-  const CheckpointTensors tensors(std::move(files));
+  CheckpointTensors tensors(std::move(files));
   const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size();
 
   // Weights: every parameter this rank holds (the tied copy from the embedding's pieces).
   for (auto& stage : chunks_)
     for (const Param& p : stage->params().params()) {
       Shape shape;
-      const std::vector<float> whole = tensors.whole("param", p.name, p.full_shape, shape);
+      const std::vector<float>& whole = tensors.whole("param", p.name, p.full_shape, shape);
       take_piece(whole, shape, p.full_shape, p.shard, tp, tp_rank, 0, flat(p.value), p.name);
     }
   const bool optimizer = !flags.no_load_optim && !flags.finetune;

@@ -55,7 +55,7 @@ TEST(CheckpointFuzz, MutatedCheckpointsAreErrorsNeverCrashes) {
   auto rewrite_with_digest = [&](const std::string& bytes) {
     write_bytes(shard, bytes);
     nlohmann::json j = nlohmann::json::parse(manifest0);
-    j["files"]["rank_0.safetensors"] = {{"bytes", bytes.size()}, {"checksum", fnv1a64(bytes.data(), bytes.size())}};
+    j["files"]["rank_0.safetensors"] = {{"bytes", bytes.size()}, {"checksum", checksum_of(bytes.data(), bytes.size())}};
     write_bytes(manifest, j.dump());
   };
   const int trials = 240;
