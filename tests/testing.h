@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,12 @@
 #include "tensor/tensor.h"
 
 namespace mt::test {
+
+// A whole file's bytes.
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
 
 // A fresh directory under the system temp dir, removed with its contents at scope exit.
 class TempDir {

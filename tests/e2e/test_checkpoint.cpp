@@ -47,10 +47,6 @@ TrainConfig short_run(const std::string& save, int64_t iterations = 10) {
 
 TrainResult quiet_run(Trainer& t) { return t.run([](const std::string&) {}); }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 void expect_exact_resume(const ModelConfig& m, TrainConfig run, const std::string& dir) {
   Trainer whole(m, run);
@@ -136,7 +132,7 @@ TEST(Checkpoint, BadCheckpointsAreClearErrors) {
     Trainer t(other, short_run(""));
     test::expect_error_mentioning([&] { t.load_checkpoint(dir.path()); }, "is of another model");
   }
-  const std::string original = read_bytes(shard);
+  const std::string original = test::read_bytes(shard);
   // corrupted: one byte flipped
   std::string bad = original;
   bad[bad.size() / 2] ^= 0x40;

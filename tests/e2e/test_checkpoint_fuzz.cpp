@@ -15,10 +15,6 @@
 namespace mt {
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -43,7 +39,7 @@ TEST(CheckpointFuzz, MutatedCheckpointsAreErrorsNeverCrashes) {
   Trainer(m, t).run([](const std::string&) {});
   const std::string iter = iteration_dir(dir.path(), 2), shard = iter + "/rank_0.safetensors",
                     manifest = iter + "/manifest.json";
-  const std::string shard0 = read_bytes(shard), manifest0 = read_bytes(manifest);
+  const std::string shard0 = test::read_bytes(shard), manifest0 = test::read_bytes(manifest);
   uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<uint8_t>(shard0[static_cast<size_t>(i)]);
 
