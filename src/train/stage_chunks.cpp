@@ -1,15 +1,18 @@
 #include "train/stage_chunks.h"
 
+#include <cmath>
+
 namespace mt {
 
 TrainingChunk::TrainingChunk(Stage& stage, std::vector<MicroBatch> batches, std::vector<ForwardOptions> options,
-                             std::function<void()> before_last_backward)
+                             std::function<void()> before_last_backward, int64_t iteration)
     : stage_(stage),
       batches_(std::move(batches)),
       options_(std::move(options)),
       before_last_backward_(std::move(before_last_backward)),
       slot_of_(batches_.size(), -1),
-      losses_(batches_.size()) {
+      losses_(batches_.size()),
+      iteration_(iteration) {
   for (int s = stage_.slots(); s-- > 0;) free_slots_.push_back(s);
 }
 
@@ -21,6 +24,11 @@ TensorView TrainingChunk::forward(int mb, const TensorView& input) {
   slot_of_[static_cast<size_t>(mb)] = slot;
   const StageForward out = stage_.forward(slot, batches_[static_cast<size_t>(mb)], input, options_[static_cast<size_t>(mb)]);
   losses_[static_cast<size_t>(mb)] = out.loss;
+  const double loss = out.loss.loss_sum;
+  MT_CHECK(std::isfinite(loss)) << "found " << (std::isnan(loss) ? "NaN" : "Inf")
+                                << " in local forward loss calculation at iteration " << iteration_ << " (micro-batch "
+                                << mb << "): training diverged; lower --lr, lengthen the warmup (--lr-warmup-iters) or "
+                                << "clip harder (--clip-grad)";
   return out.hidden;
 }
 

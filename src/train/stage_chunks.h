@@ -15,9 +15,11 @@ class TrainingChunk final : public PipelineChunk {
  public:
   // batches[mb] and options[mb]: this rank's micro-batches of the global batch and their forward
   // options. before_last_backward runs just before the last micro-batch's backward (data
-  // parallelism starts its bucket reductions during that one).
+  // parallelism starts its bucket reductions during that one). A non-finite loss is fatal at once,
+  // before its backward (pretrain_gpt.py's loss_func with Megatron's default
+  // --check-for-nan-in-loss-and-grad); `iteration` (1-based) names it in the message.
   TrainingChunk(Stage& stage, std::vector<MicroBatch> batches, std::vector<ForwardOptions> options,
-                std::function<void()> before_last_backward);
+                std::function<void()> before_last_backward, int64_t iteration);
   TensorView forward(int mb, const TensorView& input) override;
   TensorView backward(int mb, const TensorView& output_grad) override;
   // Per micro-batch: the loss sums (on the stage with the head; zeros elsewhere).
@@ -31,6 +33,7 @@ class TrainingChunk final : public PipelineChunk {
   std::vector<int> slot_of_;     // per micro-batch, while in flight
   std::vector<int> free_slots_;
   std::vector<LossSums> losses_;
+  int64_t iteration_;
 };
 
 class EvaluationChunk final : public PipelineChunk {
