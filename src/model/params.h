@@ -43,6 +43,12 @@ struct Param {
   int64_t buffer_offset = -1;
 };
 
+// Whether this tensor-parallel rank's copy of p is the one counted once (gradient norm,
+// checkpoint): its own shard, or tp rank 0's copy of a tensor every tp rank holds whole
+// (Megatron's param_is_not_tensor_parallel_duplicate); never the last stage's copy of a tied
+// embedding (param_is_not_shared).
+inline bool is_counted_copy(const Param& p, int tp_rank) { return !p.shared && (p.shard.sharded() || tp_rank == 0); }
+
 // Views of a stage's tensors by role (all values, or all gradients); shapes are this
 // tensor-parallel rank's shards ([out/t, in] column-parallel, [out, in/t] row-parallel). Empty
 // views for parameters the stage or the config does not have (the embedding off the first

@@ -10,11 +10,6 @@ namespace mt {
 
 namespace {
 
-// Which gradients this rank counts in the norm: its shards, and the parameters every tensor-parallel
-// rank holds whole on tp rank 0 only (Megatron's param_is_not_tensor_parallel_duplicate); never the
-// last pipeline stage's copy of the tied embedding (param_is_not_shared).
-bool counts_in_norm(const Param& p, int tp_rank) { return !p.shared && (p.shard.sharded() || tp_rank == 0); }
-
 // The norm from this rank's sum of squares: summed (in double) over the model-parallel group first.
 double norm_over(double local_sum, Communicator* model_parallel) {
   if (model_parallel && model_parallel->size() > 1)
@@ -27,7 +22,7 @@ double norm_over(double local_sum, Communicator* model_parallel) {
 double grad_norm(const std::vector<Param>& params, Communicator* model_parallel, int tp_rank) {
   double sum = 0.0;
   for (const Param& p : params)
-    if (counts_in_norm(p, tp_rank)) sum += sum_squares(p.grad);
+    if (is_counted_copy(p, tp_rank)) sum += sum_squares(p.grad);
   return norm_over(sum, model_parallel);
 }
 
@@ -134,7 +129,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
   for (const Segment& s : segments_)
-    if (counts_in_norm(*s.param, tp_rank_)) norm_grads_.push_back(grad_of(s));
+    if (is_counted_copy(*s.param, tp_rank_)) norm_grads_.push_back(grad_of(s));
   norm_sums_.resize(norm_grads_.size());
   const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);

@@ -88,14 +88,13 @@ void Trainer::save_checkpoint(const std::string& root) {
   std::vector<TensorRecord> records;
   for (auto& stage : chunks_)
     for (const Param& p : stage->params().params()) {
-      // Whole on every tp rank: tp rank 0 saves it. The tied embedding's copy: the first stage's.
-      if (p.shared || (!p.shard.sharded() && tp_rank != 0)) continue;
+      if (!is_counted_copy(p, tp_rank)) continue;  // another rank saves the same values
       if (dp_rank == 0) records.push_back(piece(p, "param", tp_rank, tp, 0, flat(p.value)));
     }
   if (with_optimizer)
     for (const AdamW::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
-      if (p.shared || (!p.shard.sharded() && tp_rank != 0)) continue;
+      if (!is_counted_copy(p, tp_rank)) continue;
       if (!config_.use_distributed_optimizer && dp_rank != 0) continue;  // replicas
       records.push_back(piece(p, "exp_avg", tp_rank, tp, s.begin, s.m));
       records.push_back(piece(p, "exp_avg_sq", tp_rank, tp, s.begin, s.v));
