@@ -21,6 +21,13 @@ nlohmann::json model_signature(const ModelConfig& c) {
           {"vocab_size", c.vocab_size}};
 }
 
+nlohmann::json model_record(const ModelConfig& c) {
+  nlohmann::json r = model_signature(c);
+  r["norm_epsilon"] = c.norm_epsilon;
+  r["rotary_base"] = c.rotary_base;
+  return r;
+}
+
 nlohmann::json read_checkpoint_manifest(const std::string& root, std::optional<int64_t> step, std::string& dir) {
   if (!step) step = read_latest_iteration(root);
   MT_CHECK(step) << root << " holds no checkpoint (no latest_checkpointed_iteration.txt)";
@@ -30,7 +37,12 @@ nlohmann::json read_checkpoint_manifest(const std::string& root, std::optional<i
 
 void apply_checkpoint_args(const std::string& root, std::optional<int64_t> step, ModelConfig& c) {
   std::string dir;
-  const nlohmann::json m = read_checkpoint_manifest(root, step, dir).at("model");
+  const nlohmann::json manifest = read_checkpoint_manifest(root, step, dir);
+  MT_CHECK(manifest.contains("model")) << dir << "/manifest.json records no model";
+  apply_model_record(manifest.at("model"), dir + "/manifest.json", c);
+}
+
+void apply_model_record(const nlohmann::json& m, const std::string& where, ModelConfig& c) {
   try {
     c.num_layers = m.at("num_layers").get<int64_t>();
     c.hidden_size = m.at("hidden_size").get<int64_t>();
@@ -45,8 +57,10 @@ void apply_checkpoint_args(const std::string& root, std::optional<int64_t> step,
     c.add_bias_linear = m.at("add_bias_linear").get<bool>();
     c.untie_embeddings_and_output_weights = m.at("untie_embeddings_and_output_weights").get<bool>();
     c.vocab_size = m.at("vocab_size").get<int64_t>();
+    if (m.contains("norm_epsilon")) c.norm_epsilon = m.at("norm_epsilon").get<float>();
+    if (m.contains("rotary_base")) c.rotary_base = m.at("rotary_base").get<double>();
   } catch (const nlohmann::json::exception& e) {
-    MT_FAIL() << dir << "/manifest.json: its model section is incomplete: " << e.what();
+    MT_FAIL() << where << ": its model section is incomplete: " << e.what();
   }
 }
 

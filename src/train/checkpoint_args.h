@@ -11,8 +11,15 @@
 
 namespace mt {
 
-// The fields that make two models the same (a finalized config: derived sizes filled in).
+// The fields that make two models the same (a finalized config: derived sizes filled in): a
+// checkpoint loads only into a model with the same signature.
 nlohmann::json model_signature(const ModelConfig& c);
+// What a checkpoint records of its model: the signature plus settings that change the function
+// but not the tensors (norm epsilon, RoPE base), which --use-checkpoint-args also takes.
+nlohmann::json model_record(const ModelConfig& c);
+// c's architecture replaced by `record` (a model_record; the settings only where recorded, as
+// checkpoints of version 1 may lack them). mt::Error naming `where` when a field is missing.
+void apply_model_record(const nlohmann::json& record, const std::string& where, ModelConfig& c);
 
 // The checkpoint under `root` ("latest", or `step`), whose manifest is returned; its directory
 // in `dir`. mt::Error when there is none.

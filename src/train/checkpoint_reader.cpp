@@ -1,0 +1,48 @@
+#include "train/checkpoint_reader.h"
+
+#include <filesystem>
+
+#include "train/checkpoint_args.h"
+
+namespace mt {
+
+namespace {
+
+std::vector<ShardFile> map_files(const CheckpointManifest& m, const std::string& dir) {
+  std::vector<ShardFile> files;
+  for (const auto& [name, digest] : m.files)
+    files.push_back(ShardFile::load((std::filesystem::path(dir) / name).string(), digest));
+  return files;
+}
+
+CheckpointManifest open_manifest(const std::string& root, std::optional<int64_t> step, std::string& dir) {
+  const nlohmann::json j = read_checkpoint_manifest(root, step, dir);
+  return parse_manifest(j, dir);
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& root, std::optional<int64_t> step)
+    : manifest_(open_manifest(root, step, dir_)), tensors_(map_files(manifest_, dir_)) {}
+
+void CheckpointReader::check_model(const ModelConfig& c) const {
+  const nlohmann::json expected = model_signature(c);
+  const nlohmann::json& saved = manifest_.model;
+  for (auto it = expected.begin(); it != expected.end(); ++it)
+    MT_CHECK(saved.contains(it.key()) && saved.at(it.key()) == it.value())
+        << "checkpoint " << dir_ << " is of another model: its " << it.key() << " is "
+        << (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") << ", this run's " << it.value().dump();
+}
+
+void CheckpointReader::read(const std::string& kind, const Param& p, int tp, int tp_rank, int64_t begin,
+                            const TensorView& dst) {
+  Shape shape;
+  const std::vector<float>& whole = tensors_.whole(kind, p.name, p.full_shape, shape);
+  take_piece(whole, shape, p.full_shape, p.shard, tp, tp_rank, begin, dst, p.name);
+}
+
+void CheckpointReader::read_weights(const std::vector<Param>& params, int tp, int tp_rank) {
+  for (const Param& p : params) read("param", p, tp, tp_rank, 0, p.value.reshape({p.value.numel()}));
+}
+
+}  // namespace mt

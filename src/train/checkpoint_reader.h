@@ -1,0 +1,46 @@
+// Owns opening a saved checkpoint for reading: the manifest of the latest (or a chosen) iteration,
+// its shard files mapped and checked against the manifest, the check that it holds the expected
+// model, and any rank's piece of any tensor under any layout (through train/checkpoint_tensors.h).
+// The trainer's resume, `megatron convert` and inference all read checkpoints through it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/params.h"
+#include "train/checkpoint_manifest.h"
+#include "train/checkpoint_tensors.h"
+
+namespace mt {
+
+class CheckpointReader {
+ public:
+  // The checkpoint under `root` ("latest", or iteration `step`). mt::Error naming the file when
+  // there is none, or its manifest or a shard file is damaged.
+  CheckpointReader(const std::string& root, std::optional<int64_t> step);
+
+  const std::string& dir() const { return dir_; }
+  const CheckpointManifest& manifest() const { return manifest_; }
+  // mt::Error unless the checkpoint holds a model of c's architecture (checkpoint_args.h).
+  void check_model(const ModelConfig& c) const;
+  bool has(const std::string& kind, const std::string& name) { return tensors_.has(kind, name); }
+  // Elements [begin, begin + dst.numel()) of tensor-parallel rank tp_rank's shard (of tp) of
+  // p's `kind` ("param", "exp_avg", ...) into dst.
+  void read(const std::string& kind, const Param& p, int tp, int tp_rank, int64_t begin, const TensorView& dst);
+  // Every parameter's values (its shard, p.value).
+  void read_weights(const std::vector<Param>& params, int tp, int tp_rank);
+  // The whole tensor kind/name in f32 (see CheckpointTensors::whole; valid until the next call).
+  const std::vector<float>& whole(const std::string& kind, const std::string& name, const Shape& expected,
+                                  Shape& shape) {
+    return tensors_.whole(kind, name, expected, shape);
+  }
+
+ private:
+  std::string dir_;
+  CheckpointManifest manifest_;
+  CheckpointTensors tensors_;
+};
+
+}  // namespace mt
