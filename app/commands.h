@@ -14,6 +14,9 @@ namespace mt {
 int cmd_train(const std::vector<std::string>& args, Communicator* world = nullptr);
 // JSON lines to .bin/.idx (tools/preprocess_data.py), or --merge (tools/merge_datasets.py).
 int cmd_preprocess(const std::vector<std::string>& args);
+// Checkpoints to and from Hugging Face, and offline resharding (tools/checkpoint/convert.py).
+// One process: under mpirun with several ranks it refuses rather than write the same files twice.
+int cmd_convert(const std::vector<std::string>& args, Communicator* world = nullptr);
 
 // Runs `command_fn` and returns its exit code. An mt::Error (or any exception) is printed as
 // "megatron <command>: error: ..." (prefixed by the rank when the job has several) and ends the

@@ -126,7 +126,7 @@ const std::vector<OptionSpec> kTable = {
     {"--save", T::text, "", "directory to save checkpoints into (iter_NNNNNNN/ and latest_checkpointed_iteration.txt, as Megatron)", "", "train"},
     {"--save-interval", T::integer, "", "iterations between checkpoints (needs --save; a checkpoint is also saved at the end and on --exit-interval)", "", "train"},
     {"--load", T::text, "", "directory to resume from (its latest checkpoint, or --ckpt-step); any parallel layout loads", "", "train"},
-    {"--ckpt-step", T::integer, "", "load this iteration's checkpoint instead of the latest", "", "train"},
+    {"--ckpt-step", T::integer, "", "load this iteration's checkpoint instead of the latest", "", "train,convert"},
     {"--no-save-optim", T::flag, "", "save weights only (no optimizer state)", "", "train"},
     {"--no-load-optim", T::flag, "", "load weights only; start the optimizer state fresh", "", "train"},
     {"--no-save-rng", T::flag, "", "do not save the random state (the seed)", "", "train"},
@@ -144,6 +144,14 @@ const std::vector<OptionSpec> kTable = {
     {"--append-eod", T::flag, "", "append the tokenizer's end-of-document token to each non-empty document", "", "preprocess"},
     {"--workers", T::integer, "1", "tokenizing threads (the output does not depend on it)", "", "preprocess"},
     {"--merge", T::flag, "", "merge the datasets of --input into --output-prefix (tools/merge_datasets.py)", "", "preprocess"},
+    // megatron convert (tools/checkpoint/convert.py).
+    {"--model-type", T::choice, "GPT", "the model family (only GPT models exist here)", "GPT", "convert"},
+    {"--loader", T::choice, "", "what --load-dir holds: a megatron.cpp checkpoint or a Hugging Face model directory", "megatron|hf", "convert"},
+    {"--saver", T::choice, "", "what to write into --save-dir", "megatron|hf", "convert"},
+    {"--load-dir", T::text, "", "checkpoint directory (its latest iteration, or --ckpt-step) or Hugging Face model directory to read", "", "convert"},
+    {"--save-dir", T::text, "", "directory to write the converted checkpoint or Hugging Face model into", "", "convert"},
+    {"--target-tensor-parallel-size", T::integer, "1", "--saver megatron: the tensor-parallel size of the files written", "", "convert"},
+    {"--target-pipeline-parallel-size", T::integer, "1", "--saver megatron: the pipeline-parallel size of the files written", "", "convert"},
 };
 
 const OptionSpec* find(const std::string& command, const std::string& name) {

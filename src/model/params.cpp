@@ -8,16 +8,14 @@ namespace mt {
 
 namespace {
 
-struct ParamSpec {
-  std::string name;
-  Shape shape;  // whole
-  InitKind init;
-  ShardSpec shard;
-  bool sequence_parallel = false;
-  bool shared_embedding = false;
-};
-
 std::string layer_prefix(int64_t layer) { return "decoder.layers." + std::to_string(layer) + "."; }
+
+bool is_decayed(const ParamSpec& spec) {
+  const bool bias = spec.name.size() >= 5 && spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0;
+  return spec.shape.ndim >= 2 && !bias;
+}
+
+}  // namespace
 
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range) {
   const int64_t h = c.hidden_size, v = c.padded_vocab_size();
@@ -75,12 +73,6 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
   return specs;
 }
 
-bool is_decayed(const ParamSpec& spec) {
-  const bool bias = spec.name.size() >= 5 && spec.name.compare(spec.name.size() - 5, 5, ".bias") == 0;
-  return spec.shape.ndim >= 2 && !bias;
-}
-
-}  // namespace
 
 ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank)
     : ParamStore(config, StageRange::whole(config), backend, tracker, tp_rank) {}

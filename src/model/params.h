@@ -20,6 +20,20 @@ namespace mt {
 // normal: N(0, σ); scaled_normal: N(0, σ/√(2L)) for the output projections (attention proj, fc2).
 enum class InitKind { normal, scaled_normal, ones, zeros };
 
+// A parameter as the layout declares it, before any memory: what ParamStore allocates, and what
+// offline tools (checkpoint conversion) enumerate without building a model.
+struct ParamSpec {
+  std::string name;
+  Shape shape;  // whole
+  InitKind init;
+  ShardSpec shard;
+  bool sequence_parallel = false;
+  bool shared_embedding = false;
+};
+
+// The parameters of `range` in registration order (embedding, layers, head).
+std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range);
+
 struct Param {
   std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
   TensorView value;

@@ -118,6 +118,22 @@ const std::vector<float>& CheckpointTensors::whole(const std::string& kind, cons
   return out;
 }
 
+TensorRecord tensor_piece(const std::string& name, const std::string& kind, const Shape& whole, const ShardSpec& spec,
+                          int tp_rank, int tp, int64_t begin, const TensorView& data) {
+  TensorRecord r;
+  r.name = name;
+  r.kind = kind;
+  r.global_shape = whole;
+  r.shard_dim = spec.dim;
+  r.shard_groups = static_cast<int>(spec.blocks);
+  r.tp_rank = tp_rank;
+  r.tp_size = tp;
+  r.begin = begin;
+  r.end = begin + data.numel();
+  r.data = data;
+  return r;
+}
+
 void take_piece(const std::vector<float>& src, const Shape& src_shape, const Shape& full, const ShardSpec& spec, int t,
                 int r, int64_t begin, const TensorView& dst, const std::string& what) {
   MT_CHECK(compatible(src_shape, full, is_vocabulary(what)))

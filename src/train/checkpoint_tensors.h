@@ -35,6 +35,11 @@ class CheckpointTensors {
   std::vector<uint8_t> seen_;
 };
 
+// The record of `data`: elements [begin, begin + data.numel()) of tensor-parallel rank tp_rank's
+// shard (of tp, under `spec`) of the tensor kind/name of shape `whole`.
+TensorRecord tensor_piece(const std::string& name, const std::string& kind, const Shape& whole, const ShardSpec& spec,
+                          int tp_rank, int tp, int64_t begin, const TensorView& data);
+
 // Writes into `dst` elements [begin, begin + dst.numel()) of rank r's shard (of t, under `spec`)
 // of a tensor of shape `full`, taken from the whole tensor `src` of shape `src_shape` (see the
 // file comment for vocabulary rows; any other difference of shape is an mt::Error naming `what`).

@@ -19,18 +19,7 @@ namespace mt {
 namespace {
 
 TensorRecord piece(const Param& p, const char* kind, int tp_rank, int tp_size, int64_t begin, const TensorView& data) {
-  TensorRecord r;
-  r.name = p.name;
-  r.kind = kind;
-  r.global_shape = p.full_shape;
-  r.shard_dim = p.shard.dim;
-  r.shard_groups = static_cast<int>(p.shard.blocks);
-  r.tp_rank = tp_rank;
-  r.tp_size = tp_size;
-  r.begin = begin;
-  r.end = begin + data.numel();
-  r.data = data;
-  return r;
+  return tensor_piece(p.name, kind, p.full_shape, p.shard, tp_rank, tp_size, begin, data);
 }
 
 TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
