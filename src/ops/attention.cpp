@@ -240,4 +240,67 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
   no_kernel(op);
 }
 
+namespace {
+
+// The cache [slots, g, P, d] and the step's rows (slots, positions [T], each in range).
+void check_kv_cache(const char* op, const TensorView& k_cache, const TensorView& v_cache, int64_t g, int64_t d,
+                    const TensorView& slots, const TensorView& positions, int64_t tokens) {
+  MT_CHECK(k_cache.ndim() == 4) << op << ": k_cache " << k_cache.str() << " must be [slots, g, P, d]";
+  check_shape(k_cache, {k_cache.dim(0), g, k_cache.dim(2), d}, op, "k_cache");
+  check_shape(v_cache, k_cache.shape, op, "v_cache");
+  check_dtype(k_cache, DType::f32, op, "k_cache");
+  check_dtype(v_cache, DType::f32, op, "v_cache");
+  check_shape(slots, {tokens}, op, "slots");
+  check_shape(positions, {tokens}, op, "positions");
+  check_dtype(slots, DType::i32, op, "slots");
+  check_dtype(positions, DType::i32, op, "positions");
+  for (int64_t t = 0; t < tokens; ++t) {
+    MT_CHECK(slots.i32()[t] >= 0 && slots.i32()[t] < k_cache.dim(0))
+        << op << ": row " << t << " names cache slot " << slots.i32()[t] << " of " << k_cache.dim(0);
+    MT_CHECK(positions.i32()[t] >= 0 && positions.i32()[t] < k_cache.dim(2))
+        << op << ": row " << t << " is at position " << positions.i32()[t] << ", beyond the cache's "
+        << k_cache.dim(2) << " (the longest sequence it holds)";
+  }
+}
+
+}  // namespace
+
+void kv_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                    const TensorView& slots, const TensorView& positions) {
+  const char* op = "kv_cache_write";
+  const Heads h = check_heads(op, k, k, v, "k", "k", "v");
+  MT_CHECK(h.b == 1) << op << ": k " << k.str() << " must be [1, g, T, d] (one batch of rows)";
+  check_shape(v, k.shape, op, "v");
+  check_dtype(k, DType::f32, op, "k");
+  check_dtype(v, DType::f32, op, "v");
+  check_kv_cache(op, k_cache, v_cache, h.n, h.d, slots, positions, h.s);
+  check_same_device({k_cache, v_cache, k, v, slots, positions}, op);
+  switch (k.device) {
+    case Device::cpu: return cpu::kv_cache_write(k_cache, v_cache, k, v, slots, positions);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
+void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                            const TensorView& v_cache, const TensorView& slots, const TensorView& positions,
+                            float scale) {
+  const char* op = "kv_cache_attention_fwd";
+  MT_CHECK(q.ndim() == 4 && q.dim(0) == 1 && k_cache.ndim() == 4)
+      << op << ": q " << q.str() << " must be [1, n, T, d] and k_cache " << k_cache.str() << " [slots, g, P, d]";
+  const int64_t n = q.dim(1), tokens = q.dim(2), d = q.dim(3), g = k_cache.dim(1);
+  MT_CHECK(g >= 1 && n % g == 0) << op << ": " << n << " query heads must be a multiple of " << g << " key/value heads";
+  check_dtype(q, DType::f32, op, "q");
+  check_shape(out, {tokens, n * d}, op, "out");
+  check_dtype(out, DType::f32, op, "out");
+  MT_CHECK(std::isfinite(scale)) << op << ": scale " << scale << " is not finite";
+  check_kv_cache(op, k_cache, v_cache, g, d, slots, positions, tokens);
+  check_same_device({out, q, k_cache, v_cache, slots, positions}, op);
+  switch (q.device) {
+    case Device::cpu: return cpu::kv_cache_attention_fwd(out, q, k_cache, v_cache, slots, positions, scale);
+    case Device::cuda: break;
+  }
+  no_kernel(op);
+}
+
 }  // namespace mt

@@ -49,6 +49,21 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
 
+// Decoding against a KV cache (inference; forward only). The cache of one layer holds, per
+// sequence slot, the keys (values) of its positions: k_cache, v_cache f32 [slots, g, P, d]. The
+// new tokens of a step (any number, from any slots) come as one batch of T rows, b = 1:
+// slots, positions i32 [T] (each position < P, the row's place in its sequence).
+//   kv_cache_write:  cache[slots[t], :, positions[t], :] = k (v) [1, g, T, d] of row t.
+//   kv_cache_attention_fwd: out[T, n·d] = for row t and query head hq, softmax over keys
+//   0..positions[t] of slot slots[t] (causal: a row sees its own position and the ones before,
+//   written by this step or earlier ones), q [1, n, T, d] after RoPE; key/value head hq / (n/g).
+// Rows of a slot must have been written at every position up to theirs.
+void kv_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                    const TensorView& slots, const TensorView& positions);
+void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                            const TensorView& v_cache, const TensorView& slots, const TensorView& positions,
+                            float scale);
+
 // f32 elements of scratch that attention_bwd / attention_probs_bwd need for these shapes
 // with up to `threads` OpenMP threads, on the backend of `device` (where the workspace will live:
 // each backend lays out its own scratch).

@@ -41,3 +41,14 @@ size_t attention_workspace_floats_per_thread(int64_t b, int64_t n, int64_t s, in
 size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads);
 
 }  // namespace mt::cpu
+
+namespace mt::cpu {
+
+// Decoding against a KV cache (ops/attention.h's kv_cache_write and kv_cache_attention_fwd).
+void kv_cache_write(const TensorView& k_cache, const TensorView& v_cache, const TensorView& k, const TensorView& v,
+                    const TensorView& slots, const TensorView& positions);
+void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const TensorView& k_cache,
+                            const TensorView& v_cache, const TensorView& slots, const TensorView& positions,
+                            float scale);
+
+}  // namespace mt::cpu
