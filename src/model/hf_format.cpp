@@ -1,6 +1,7 @@
 #include "model/hf_format.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,10 +21,11 @@ const char* torch_dtype_name(DType d) {
   }
 }
 
-// A float setting as the decimal it was given as (1e-05, not 9.999999747378752e-06).
+// A float setting as the shortest decimal that reads back as it (1e-05, not 9.99999974e-06).
 double decimal(float x) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.8g", static_cast<double>(x));
+  const auto end = std::to_chars(text, text + sizeof text - 1, x).ptr;
+  *end = '\0';
   return std::strtod(text, nullptr);
 }
 
@@ -96,6 +98,19 @@ ModelConfig llama_from_hf(const nlohmann::json& j, const std::string& path) {
   MT_CHECK(act == "silu") << path << ": hidden_act \"" << act << "\" is not supported (silu: SwiGLU)";
   MT_CHECK(!j.contains("rope_scaling") || j.at("rope_scaling").is_null())
       << path << ": rope_scaling " << j.at("rope_scaling").dump() << " is not supported (plain RoPE only)";
+  // Newer transformers releases keep the RoPE settings in one object.
+  if (j.contains("rope_parameters") && !j.at("rope_parameters").is_null()) {
+    const nlohmann::json& rope = j.at("rope_parameters");
+    MT_CHECK(rope.is_object()) << path << ": rope_parameters is not an object";
+    const std::string type = field<std::string>(rope, "rope_type", "default", path);
+    MT_CHECK(type == "default") << path << ": rope_parameters.rope_type \"" << type
+                                << "\" is not supported (plain RoPE only)";
+    c.rotary_base = field<double>(rope, "rope_theta", c.rotary_base, path);
+    MT_CHECK(field<double>(rope, "partial_rotary_factor", 1.0, path) == 1.0)
+        << path << ": rope_parameters.partial_rotary_factor is not supported (RoPE over the whole head)";
+  }
+  MT_CHECK(field<double>(j, "partial_rotary_factor", 1.0, path) == 1.0)
+      << path << ": partial_rotary_factor is not supported (RoPE over the whole head)";
   const bool attention_bias = field<bool>(j, "attention_bias", false, path);
   MT_CHECK(attention_bias == field<bool>(j, "mlp_bias", false, path))
       << path << ": attention_bias and mlp_bias differ; megatron.cpp has one switch for both (--disable-bias-linear)";
@@ -150,9 +165,9 @@ nlohmann::json hf_config(const ModelConfig& c, DType dtype) {
               {"n_ctx", c.max_position_embeddings},
               {"activation_function", c.activation == Activation::gelu ? "gelu" : "gelu_new"},
               {"layer_norm_epsilon", decimal(c.norm_epsilon)},
-              {"resid_pdrop", decimal(c.hidden_dropout)},
-              {"embd_pdrop", decimal(c.hidden_dropout)},
-              {"attn_pdrop", decimal(c.attention_dropout)},
+              {"resid_pdrop", 0.1},  // HF's defaults: checkpoints do not record the training rates
+              {"embd_pdrop", 0.1},
+              {"attn_pdrop", 0.1},
               {"scale_attn_weights", true},
               {"scale_attn_by_inverse_layer_idx", false},
               {"reorder_and_upcast_attn", false}});
@@ -171,7 +186,7 @@ nlohmann::json hf_config(const ModelConfig& c, DType dtype) {
               {"hidden_act", "silu"},
               {"attention_bias", c.add_bias_linear},
               {"mlp_bias", c.add_bias_linear},
-              {"attention_dropout", decimal(c.attention_dropout)},
+              {"attention_dropout", 0.0},  // HF's default (see GPT-2's)
               {"pretraining_tp", 1}});
   }
   return j;

@@ -22,6 +22,17 @@ struct LayerShape {
   int64_t local_rows() const { return s / sp * b; }   // Nl
 };
 
+// Inference against a KV cache (forward only; the rows are one step's new tokens of any
+// sequences: shape s = T, b = 1, and ctx.positions [1, T] each row's place in its sequence). The
+// attention block writes the rows' keys and values into their slots and attends over the cache
+// (ops/attention.h's kv_cache_*) instead of within the rows.
+struct KvCacheStep {
+  TensorView k, v;       // this layer's cache: f32 [slots, g/t, P, d]
+  TensorView slots;      // i32 [T]: each row's cache slot
+  TensorView positions;  // i32 [T]: ctx.positions, flat
+  bool active() const { return !k.empty(); }
+};
+
 struct LayerContext {
   const ModelConfig* config = nullptr;  // what one tp rank computes (ModelConfig::tp_local())
   LayerShape shape;
@@ -35,6 +46,7 @@ struct LayerContext {
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
   TensorParallel tp;              // the layer's tensor-parallel group
   int64_t total_heads = 0;        // query heads of the whole layer (config->num_attention_heads · tp)
+  KvCacheStep kv_cache;           // inference with a KV cache; empty otherwise
 
   float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
   // Philox index of this rank's first residual-stream element (its rows under sequence parallelism).

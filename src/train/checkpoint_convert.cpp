@@ -32,6 +32,8 @@ class TensorSource {
   DType params_dtype() const { return state_.params_dtype; }
   // The training state to carry over (iteration, schedule, ...); model, layout and files unset.
   const CheckpointManifest& state() const { return state_; }
+  // What a checkpoint's manifest records of the model (checkpoint_args.h's model_record).
+  virtual nlohmann::json record() const { return model_record(config_); }
   virtual bool has(const std::string& kind, const std::string& name) = 0;
   // The whole tensor in f32 and its shape: p.shape, except that a vocabulary tensor may have
   // other (padding) rows. Valid until the next call.
@@ -53,6 +55,7 @@ class MegatronSource : public TensorSource {
     config_.params_dtype = state_.params_dtype;
     config_.finalize();
   }
+  nlohmann::json record() const override { return state_.model; }  // as saved, nothing filled in
   bool has(const std::string& kind, const std::string& name) override { return reader_.has(kind, name); }
   const std::vector<float>& whole(const std::string& kind, const ParamSpec& p, Shape& shape) override {
     return reader_.whole(kind, p.name, p.shape, shape);
@@ -74,7 +77,7 @@ class HfSource : public TensorSource {
     hf_architecture_of(config_);  // what export could not write back is refused on import too
     const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
     std::set<std::string> names;
-    if (fs::exists(index)) {
+    if (!fs::exists(single) && fs::exists(index)) {  // transformers' preference too
       const nlohmann::json map = read_json(index.string());
       MT_CHECK(map.contains("weight_map") && map.at("weight_map").is_object()) << index.string() << " has no weight_map";
       for (auto it = map.at("weight_map").begin(); it != map.at("weight_map").end(); ++it) {
@@ -94,8 +97,10 @@ class HfSource : public TensorSource {
         paths_[t] = (fs::path(dir) / name).string();
       }
     }
-    // The first tensor's dtype is the model's (config.json's torch_dtype may be absent or stale).
-    state_.params_dtype = where_.empty() ? hf_torch_dtype(config) : files_[0].get(files_[0].names().front()).dtype;
+    // The word embedding's dtype is the model's (config.json's torch_dtype may be absent or stale).
+    const auto embedding = where_.find(HfParamMap(config_, "embedding.word_embeddings.weight", {1, 1}).hf_tensors()[0].name);
+    state_.params_dtype = embedding == where_.end() ? hf_torch_dtype(config)
+                                                    : files_[embedding->second.first].get(embedding->second.second).dtype;
     MT_CHECK(state_.params_dtype == DType::f32 || state_.params_dtype == DType::bf16 || state_.params_dtype == DType::f16)
         << dir << ": tensors of dtype " << dtype_name(state_.params_dtype) << " (f32, bf16 or f16 import)";
     config_.params_dtype = state_.params_dtype;
@@ -194,6 +199,11 @@ ConvertSummary save_hf(TensorSource& source, const std::string& dir) {
   const ModelConfig& c = source.config();
   const DType dtype = source.params_dtype();
   const nlohmann::json config = hf_config(c, dtype);  // refuses what HF cannot hold, before any writing
+  MT_CHECK(source.record().contains("norm_epsilon") && source.record().contains("rotary_base"))
+      << "the checkpoint does not record its norm epsilon and RoPE base (an older megatron.cpp saved it); resume it "
+      << "for one iteration with this version (--load, --save, and its --norm-epsilon and --rotary-base), then convert";
+  MT_CHECK(!fs::exists(fs::path(dir) / "model.safetensors.index.json"))
+      << dir << " holds a sharded model (model.safetensors.index.json); export into an empty directory";
   std::deque<std::vector<uint8_t>> storage;
   std::vector<std::pair<std::string, TensorView>> tensors;
   std::vector<std::vector<float>> parts;
@@ -227,6 +237,41 @@ ConvertSummary save_hf(TensorSource& source, const std::string& dir) {
           static_cast<int64_t>(tensors.size()), count_parameters(c)};
 }
 
+// Writes the pieces of every (pipeline stage, tensor-parallel rank) of the layout into staging,
+// one file per rank (world rank in Megatron's order: tp fastest, then pp); returns the records.
+int64_t write_shards(TensorSource& source, const ModelConfig& c, const PipelinePartition& partition,
+                     const std::string& staging, std::vector<std::pair<std::string, FileDigest>>& files) {
+  const int tp = static_cast<int>(c.tensor_model_parallel_size);
+  int64_t written = 0;
+  for (int stage = 0; stage < partition.pp; ++stage) {
+    const ChunkLayers& layers = partition.stages[stage];
+    const StageRange range{layers.first_layer, layers.last_layer, layers.embedding, layers.head};
+    std::deque<std::vector<uint8_t>> storage;
+    std::vector<std::vector<TensorRecord>> records(tp);
+    for (const ParamSpec& p : param_specs(c, range)) {
+      if (p.shared_embedding && !range.embedding) continue;  // the first stage saves the tied embedding
+      for (const char* kind : {"param", "exp_avg", "exp_avg_sq", "main_param"}) {
+        if (kind != std::string("param") && !source.has(kind, p.name)) continue;  // a missing weight is an error
+        Shape shape;
+        const std::vector<float>& whole = source.whole(kind, p, shape);
+        const Shape local = p.shard.sharded() ? shard_shape(p.shape, p.shard, tp) : p.shape;
+        for (int rank = 0; rank < (p.shard.sharded() ? tp : 1); ++rank) {  // a whole tensor from rank 0 only
+          const DType dtype = kind == std::string("param") ? c.params_dtype : DType::f32;
+          const TensorView data = host_tensor(storage, dtype, {local.numel()});
+          take_piece(whole, shape, p.shape, p.shard, tp, rank, 0, data, p.name);
+          records[rank].push_back(tensor_piece(p.name, kind, p.shape, p.shard, rank, tp, 0, data));
+        }
+      }
+    }
+    for (int rank = 0; rank < tp; ++rank) {
+      const std::string name = shard_file_name(stage * tp + rank);
+      files.push_back({name, write_shard_file((fs::path(staging) / name).string(), records[rank])});
+      written += static_cast<int64_t>(records[rank].size());
+    }
+  }
+  return written;
+}
+
 ConvertSummary save_megatron(TensorSource& source, const std::string& root, int tp, int pp) {
   ModelConfig c = source.config();
   c.tensor_model_parallel_size = tp;
@@ -236,41 +281,22 @@ ConvertSummary save_megatron(TensorSource& source, const std::string& root, int 
   partition_config.num_layers = c.num_layers;
   const PipelinePartition partition = partition_layers(partition_config);
   CheckpointManifest m = source.state();
-  const std::vector<std::string> kinds = {"param", "exp_avg", "exp_avg_sq", "main_param"};
+  m.model = source.record();
+  m.params_dtype = c.params_dtype;
+  m.layout = {tp * pp, tp, pp, 1, 1, false};
+  m.files.clear();
   fs::create_directories(root);
   begin_checkpoint(root, m.iteration);
   const std::string staging = staging_dir(root, m.iteration);
   int64_t written = 0;
-  m.files.clear();
-  for (int stage = 0; stage < pp; ++stage) {
-    const ChunkLayers& layers = partition.stages[stage];
-    const StageRange range{layers.first_layer, layers.last_layer, layers.embedding, layers.head};
-    std::deque<std::vector<uint8_t>> storage;
-    std::vector<std::vector<TensorRecord>> records(tp);
-    for (const ParamSpec& p : param_specs(c, range)) {
-      if (p.shared_embedding && !range.embedding) continue;  // the first stage saves the tied embedding
-      for (const std::string& kind : kinds) {
-        if (!source.has(kind, p.name)) continue;
-        Shape shape;
-        const std::vector<float>& whole = source.whole(kind, p, shape);
-        for (int rank = 0; rank < (p.shard.sharded() ? tp : 1); ++rank) {
-          const Shape local = p.shard.sharded() ? shard_shape(p.shape, p.shard, tp) : p.shape;
-          const TensorView data = host_tensor(storage, kind == "param" ? c.params_dtype : DType::f32, {local.numel()});
-          take_piece(whole, shape, p.shape, p.shard, tp, rank, 0, data, p.name);
-          records[rank].push_back(tensor_piece(p.name, kind, p.shape, p.shard, rank, tp, 0, data));
-        }
-      }
-    }
-    for (int rank = 0; rank < tp; ++rank) {  // world rank in Megatron's order (tp fastest, then pp)
-      const std::string name = shard_file_name(stage * tp + rank);
-      m.files.push_back({name, write_shard_file((fs::path(staging) / name).string(), records[rank])});
-      written += static_cast<int64_t>(records[rank].size());
-    }
+  try {
+    written = write_shards(source, c, partition, staging, m.files);
+    source.check_all_read();
+  } catch (...) {  // nothing half-converted stays behind
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    throw;
   }
-  source.check_all_read();
-  m.model = model_record(c);
-  m.params_dtype = c.params_dtype;
-  m.layout = {tp * pp, tp, pp, 1, 1, false};
   write_manifest(staging, manifest_json(m));
   commit_checkpoint(root, m.iteration);
   return {"megatron.cpp checkpoint (tp " + std::to_string(tp) + ", pp " + std::to_string(pp) + ", " +

@@ -106,6 +106,16 @@ TEST_P(HfFixture, ImportMatchesTheReferenceLogitsAndExportGivesTheFileBack) {
   exported.finalize();
   original.finalize();
   EXPECT_EQ(model_record(exported), model_record(original));
+  // Every key both write says the same (a misspelt key would read back as its default above).
+  const nlohmann::json written = read_json(config_path), theirs = read_json(hf + "/config.json");
+  int common = 0;
+  for (auto it = written.begin(); it != written.end(); ++it) {
+    if (!theirs.contains(it.key()) || it.key().find("pdrop") != std::string::npos || it.key().find("dropout") != std::string::npos)
+      continue;
+    ++common;
+    EXPECT_EQ(it.value(), theirs.at(it.key())) << it.key();
+  }
+  EXPECT_GE(common, 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Convert, HfFixture, ::testing::Values("gpt2", "llama"));
@@ -137,15 +147,23 @@ ModelConfig llama_style() {
 }
 
 // Without vocabulary padding (a multiple of 128): the round trip then keeps the whole function.
-ModelConfig gpt2_unpadded() {
+// Settings away from Hugging Face's defaults, so a key the export misspells reads back wrong.
+ModelConfig gpt2_untied_exact_gelu() {
   ModelConfig m = gpt2_style();
   m.vocab_size = 256;
+  m.untie_embeddings_and_output_weights = true;
+  m.activation = Activation::gelu;
+  m.norm_epsilon = 3e-5f;
   return m;
 }
 
-ModelConfig llama_unpadded() {
+ModelConfig llama_tied_biased_narrow_heads() {
   ModelConfig m = llama_style();
   m.vocab_size = 256;
+  m.untie_embeddings_and_output_weights = false;
+  m.add_bias_linear = true;
+  m.kv_channels = 8;  // head_dim != hidden / heads
+  m.norm_epsilon = 2e-5f;
   return m;
 }
 
@@ -191,6 +209,9 @@ TEST_P(HfRoundTrip, ExportThenImportKeepsEveryBitAndTheLoss) {
   CheckpointReader trained(dir.file("trained"), std::nullopt), back(dir.file("back"), std::nullopt);
   EXPECT_EQ(back.manifest().model, trained.manifest().model);
   EXPECT_EQ(back.manifest().params_dtype, m.params_dtype);
+  // The record holds the norm epsilon and RoPE base too: a key the export misspells comes back
+  // as Hugging Face's default, which these models avoid.
+  EXPECT_EQ(back.manifest().model.at("norm_epsilon"), trained.manifest().model.at("norm_epsilon"));
   ModelConfig c = m;
   c.finalize();
   for (const ParamSpec& p : param_specs(c, StageRange::whole(c))) {
@@ -208,7 +229,7 @@ TEST_P(HfRoundTrip, ExportThenImportKeepsEveryBitAndTheLoss) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Convert, HfRoundTrip, ::testing::Values(&gpt2_style, &llama_style, &gpt2_unpadded, &llama_unpadded));
+INSTANTIATE_TEST_SUITE_P(Convert, HfRoundTrip, ::testing::Values(&gpt2_style, &llama_style, &gpt2_untied_exact_gelu, &llama_tied_biased_narrow_heads));
 
 TEST(Convert, OfflineReshardResumesExactlyAsTheOriginal) {
   const ModelConfig m = gpt2_style();
@@ -274,7 +295,9 @@ TEST(Convert, UnsupportedModelsAndBadInputsAreRefused) {
     const std::string to = dir.file("out");
     test::expect_error_mentioning([&] { convert(loader, saver, from, to, tp); }, needle);
     EXPECT_FALSE(fs::exists(to + "/model.safetensors")) << needle;
-    EXPECT_FALSE(read_latest_iteration(to).has_value() && fs::exists(to)) << needle;
+    EXPECT_FALSE(fs::exists(to + "/latest_checkpointed_iteration.txt")) << needle;
+    EXPECT_FALSE(fs::exists(to + "/iter_0000000.partial")) << needle;
+    EXPECT_FALSE(fs::exists(to + "/iter_0000000")) << needle;
   };
   // Export: no HF architecture has LayerNorm with RoPE.
   ModelConfig hybrid = gpt2_style();
@@ -288,6 +311,10 @@ TEST(Convert, UnsupportedModelsAndBadInputsAreRefused) {
   refused("hf", "megatron",
           edited_fixture(dir, "llama", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }),
           "rope_scaling");
+  refused("hf", "megatron",
+          edited_fixture(dir, "llama",
+                         [](nlohmann::json& c) { c["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 5e5}}; }),
+          "rope_type \"llama3\"");
   refused("hf", "megatron",
           edited_fixture(dir, "gpt2", [](nlohmann::json& c) { c["scale_attn_by_inverse_layer_idx"] = true; }),
           "scale_attn_by_inverse_layer_idx");

@@ -8,18 +8,23 @@
 #include <filesystem>
 
 #include "ckpt/checkpoint_dir.h"
+#include "train/checkpoint_convert.h"
 #include "train_testing.h"
 
 namespace mt::test {
 namespace {
 
-// One directory every rank of the job shares (named after rank 0's process), removed at the end.
+// One directory every rank of the job shares (named after rank 0's process and a count), removed
+// at the end.
 class SharedDir {
  public:
   SharedDir() {
     int32_t pid = static_cast<int32_t>(::getpid());
     world().broadcast(TensorView(&pid, DType::i32, {1}), 0);
-    path_ = (std::filesystem::temp_directory_path() / ("mt_ckpt_" + std::to_string(pid))).string();
+    // Every rank makes its SharedDirs in the same order, so the counter names the same one.
+    static int count = 0;
+    path_ = (std::filesystem::temp_directory_path() / ("mt_ckpt_" + std::to_string(pid) + "_" + std::to_string(count++)))
+                .string();
     world().barrier();
   }
   ~SharedDir() {
@@ -84,7 +89,7 @@ TEST(CheckpointLayouts, ParallelResumeIsBitExact) {
 TEST(CheckpointLayouts, ReshardedRunsContinueTheSingleRankCurve) {
   SharedDir parallel_dir, single_dir;
   ModelConfig parallel_model = gpt2_style();
-  TrainConfig parallel_save = saving_run(parallel_dir.path(), 5);
+  TrainConfig parallel_save = saving_run(parallel_dir.path(), 10);  // the same LR schedule as the reference
   parallel_layout(parallel_model, parallel_save);
   Trainer(parallel_model, parallel_save, &world()).run([](const std::string&) {});
   // Rank 0 alone writes the single-rank run's checkpoint; every rank runs it for the reference.
@@ -107,6 +112,42 @@ TEST(CheckpointLayouts, ReshardedRunsContinueTheSingleRankCurve) {
     const double reference = want.iterations[i + 5].loss;
     EXPECT_NEAR(from_parallel.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
     EXPECT_NEAR(from_single.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
+  }
+}
+
+// `megatron convert`'s offline reshard: a single-rank checkpoint rewritten for the job's (tp, pp)
+// loads under that layout exactly as the original does (the same whole tensors, so the same bits).
+TEST(CheckpointLayouts, OfflineReshardedFilesLoadUnderTheirLayout) {
+  SharedDir single_dir, resharded_dir;
+  ModelConfig m = llama_style();
+  m.params_dtype = DType::bf16;  // SwiGLU's split fc1, untied head, f32 main copies
+  TrainConfig single = saving_run(world().rank() == 0 ? single_dir.path() : "", 5);
+  single.loss_scale.bf16 = true;
+  Trainer(m, single).run([](const std::string&) {});  // on every rank (rank 0 saves), as above
+  if (world().rank() == 0) {
+    ConvertOptions o;
+    o.loader = o.saver = "megatron";
+    o.load_dir = single_dir.path();
+    o.save_dir = resharded_dir.path();
+    o.target_tp = 2;
+    o.target_pp = world().size() >= 4 ? 2 : 1;
+    convert_checkpoint(o);
+  }
+  world().barrier();
+  const auto resume = [&](const std::string& dir) {
+    ModelConfig pm = m;
+    TrainConfig load = loading_run(dir, 10);
+    load.loss_scale.bf16 = true;
+    parallel_layout(pm, load);
+    Trainer t(pm, load, &world());
+    EXPECT_EQ(t.load_checkpoint(dir), 5);
+    return t.run([](const std::string&) {});
+  };
+  const TrainResult want = resume(single_dir.path()), got = resume(resharded_dir.path());
+  ASSERT_EQ(got.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got.iterations[i].loss, want.iterations[i].loss) << "iteration " << i + 6;
+    EXPECT_EQ(got.iterations[i].grad_norm, want.iterations[i].grad_norm) << "iteration " << i + 6;
   }
 }
 

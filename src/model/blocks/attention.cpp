@@ -75,11 +75,17 @@ void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, con
   ctx.round(saved.q);
   ctx.round(saved.k);
   const AttentionOptions options = attention_options(ctx);
-  if (c.attention_impl == AttentionImpl::flash)
+  if (ctx.kv_cache.active()) {
+    MT_CHECK(!ctx.dropout && ctx.key_start.empty()) << "attention against a KV cache is inference: no dropout, no documents";
+    const KvCacheStep& kv = ctx.kv_cache;
+    kv_cache_write(kv.k, kv.v, saved.k, saved.v, kv.slots, kv.positions);
+    kv_cache_attention_fwd(saved.context, saved.q, kv.k, kv.v, kv.slots, kv.positions, options.scale);
+  } else if (c.attention_impl == AttentionImpl::flash) {
     attention_fwd(sbh(ctx, saved.context), saved.lse, saved.q, saved.k, saved.v, options);
-  else
+  } else {
     attention_probs_fwd(sbh(ctx, saved.context), saved.probs, probs_mask(saved, options), saved.q, saved.k, saved.v,
                         options);
+  }
   ctx.round(saved.context);
   row_parallel_linear_fwd(ctx.tp, out, saved.context, w.proj_weight, w.proj_bias, sp_partial);
   ctx.round(out);

@@ -46,6 +46,7 @@ void alloc_attention_scratch_bwd(Arena& arena, AttentionScratch& sc, const Model
 
 // All tensors f32 (the caller stages 16-bit ones); every activation produced is rounded to
 // ctx.act_dtype at once. inp: [Nl, h] (the input norm's output); out: [Nl, h] overwritten.
+// With ctx.kv_cache active, the keys and values go to the cache and the queries attend over it.
 // sp_gathered / sp_partial: [N, h] sequence-parallel buffers (empty otherwise).
 void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, const TensorView& inp,
                          const AttentionSaved& saved, const AttentionScratch& sc, const TensorView& sp_gathered,
