@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "infer/engine.h"
+#include "infer/generate.h"
 #include "model/gpt.h"
 #include "testing.h"
 
@@ -53,12 +54,12 @@ std::vector<float> full_forward_logits(ModelConfig c, const std::vector<int32_t>
   return std::vector<float>(logits.f32(), logits.f32() + logits.numel());
 }
 
-std::unique_ptr<InferenceEngine> engine_for(ModelConfig c, uint64_t seed, int64_t slots) {
+std::unique_ptr<InferenceEngine> engine_for(ModelConfig c, uint64_t seed, int64_t slots, int64_t step_tokens = 32) {
   c.max_position_embeddings = 24;
   c.finalize();
   EngineOptions o;
   o.slots = slots;
-  o.max_step_tokens = 32;
+  o.max_step_tokens = step_tokens;
   auto engine = std::make_unique<InferenceEngine>(c, cpu_backend(), nullptr, o);
   engine->params().init(seed);  // the same layout-invariant init as the training model's
   return engine;
@@ -130,6 +131,103 @@ TEST_P(EngineCase, GreedyWithTheCacheEqualsRecomputingThePrefix) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inference, EngineCase, ::testing::Values(&gpt2_style, &llama_style));
+
+// Five requests through two slots and steps of 8 tokens (prompts prefilled in pieces, requests
+// joining as others finish) give each request what it gets alone.
+TEST_P(EngineCase, ContinuousBatchingGivesEachRequestItsOwnResult) {
+  const ModelConfig c = GetParam()();
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 5; ++i) {
+    GenerationRequest r;
+    r.prompt = sequence(3 + 2 * i, i);
+    r.tokens_to_generate = 4 + i % 3;
+    r.sampling.top_k = i == 2 ? 0 : 1;  // one sampled request
+    r.sampling.seed = 77;
+    r.log_probs = true;
+    requests.push_back(r);
+  }
+  auto batched_engine = engine_for(c, 4, 2, 8);
+  Generator batched(*batched_engine, -1);
+  GenerationStats stats;
+  const std::vector<GenerationResult> together = batched.run(requests, {}, &stats);
+  EXPECT_GT(stats.prefill_tokens, 0);
+  EXPECT_GT(stats.decode_tokens, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto alone_engine = engine_for(c, 4, 1);
+    Generator alone(*alone_engine, -1);
+    std::vector<GenerationRequest> one = {requests[i]};
+    const GenerationResult want = alone.run(one)[0];
+    // The sampled request draws by (seed, its index, step): alone it is request 0, so only greedy compare.
+    if (requests[i].sampling.top_k == 1) {
+      EXPECT_EQ(together[i].tokens, want.tokens) << "request " << i;
+    }
+    EXPECT_EQ(together[i].tokens.size(), static_cast<size_t>(requests[i].tokens_to_generate)) << "request " << i;
+    EXPECT_EQ(together[i].finish_reason, "length");
+    ASSERT_EQ(together[i].prompt_log_probs.size(), requests[i].prompt.size() - 1);
+    for (size_t k = 0; k < want.prompt_log_probs.size(); ++k)
+      EXPECT_NEAR(together[i].prompt_log_probs[k], want.prompt_log_probs[k], 1e-5) << "request " << i;
+  }
+}
+
+// Prompt and generated log-probabilities are log-softmax of the full forward's logits.
+TEST_P(EngineCase, LogProbabilitiesMatchTheFullForward) {
+  const ModelConfig c = GetParam()();
+  GenerationRequest r;
+  r.prompt = sequence(9, 4);
+  r.tokens_to_generate = 5;
+  r.log_probs = true;
+  r.top_n_log_probs = 3;
+  auto engine = engine_for(c, 6, 1, 4);  // the prompt in three pieces
+  Generator g(*engine, -1);
+  const GenerationResult out = g.run({r})[0];
+  std::vector<int32_t> all = r.prompt;
+  all.insert(all.end(), out.tokens.begin(), out.tokens.end());
+  const std::vector<float> logits = full_forward_logits(c, all, 6);
+  const auto log_softmax = [&](int64_t row, int32_t token) {
+    const float* l = logits.data() + row * 256;
+    double mx = *std::max_element(l, l + 200), sum = 0.0;
+    for (int v = 0; v < 200; ++v) sum += std::exp(l[v] - mx);
+    return l[token] - mx - std::log(sum);
+  };
+  ASSERT_EQ(out.prompt_log_probs.size(), 8u);
+  for (int64_t k = 0; k < 8; ++k) EXPECT_NEAR(out.prompt_log_probs[k], log_softmax(k, r.prompt[k + 1]), 1e-5) << k;
+  ASSERT_EQ(out.log_probs.size(), 5u);
+  ASSERT_EQ(out.top_log_probs.size(), 5u);
+  for (int64_t k = 0; k < 5; ++k) {
+    EXPECT_NEAR(out.log_probs[k], log_softmax(8 + k, out.tokens[k]), 1e-5) << k;
+    EXPECT_EQ(out.top_log_probs[k][0].first, out.tokens[k]);  // greedy: the most likely
+  }
+}
+
+TEST(Inference, EodAndStopChecksEndRequests) {
+  auto engine = engine_for(gpt2_style(), 2, 2);
+  GenerationRequest r;
+  r.prompt = sequence(4, 1);
+  r.tokens_to_generate = 10;
+  Generator free_run(*engine, -1);
+  const std::vector<int32_t> greedy = free_run.run({r})[0].tokens;
+  ASSERT_EQ(greedy.size(), 10u);
+  // With the greedy run's last new token as EOD, generation ends there (the EOD included).
+  size_t last_new = 0;
+  for (size_t k = 0; k < greedy.size(); ++k)
+    if (std::find(greedy.begin(), greedy.begin() + k, greedy[k]) == greedy.begin() + k) last_new = k;
+  Generator with_eod(*engine, greedy[last_new]);
+  const GenerationResult eod = with_eod.run({r})[0];
+  EXPECT_EQ(eod.finish_reason, "eod");
+  EXPECT_EQ(eod.tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + last_new + 1));
+  const GenerationResult stopped = free_run.run({r, r}, [](size_t request, const std::vector<int32_t>& t) {
+    return request == 1 && t.size() == 2;
+  })[1];
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.tokens.size(), 2u);
+  r.tokens_to_generate = 30;
+  test::expect_error_mentioning([&] { free_run.run({r}); }, "exceed the 24 positions");
+  r.tokens_to_generate = 0;
+  r.log_probs = true;
+  const GenerationResult scored = free_run.run({r})[0];
+  EXPECT_TRUE(scored.tokens.empty());
+  EXPECT_EQ(scored.prompt_log_probs.size(), 3u);
+}
 
 TEST(Inference, StepsOutsideTheEngineAreRefused) {
   auto engine = engine_for(gpt2_style(), 1, 2);
