@@ -253,6 +253,7 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
     MT_CHECK(!train.checkpoint.load.empty()) << "--use-checkpoint-args reads the model from --load DIR; pass --load";
     apply_checkpoint_args(train.checkpoint.load, train.checkpoint.ckpt_step, model);
   }
+  if (has_tokenizer_flags(options)) train.checkpoint.tokenizer = tokenizer_record(tokenizer_options(options));
   std::optional<TrainData> data;
   if (!options.flag("--mock-data")) {
     const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tokenizer_options(options));

@@ -1,6 +1,8 @@
 // Owns tokenizer_options (see tokenizer_flags.h).
 #include "app/tokenizer_flags.h"
 
+#include <filesystem>
+
 #include "base/error.h"
 
 namespace mt {
@@ -20,6 +22,42 @@ TokenizerOptions tokenizer_options(const Options& o) {
   if (o.has("--vocab-size")) t.vocab_size = o.integer("--vocab-size");
   if (o.has("--null-tokenizer-eod-id")) t.null_tokenizer_eod_id = o.integer("--null-tokenizer-eod-id");
   if (o.has("--vocab-extra-ids")) t.vocab_extra_ids = o.integer("--vocab-extra-ids");
+  return t;
+}
+
+bool has_tokenizer_flags(const Options& o) {
+  for (const char* flag : {"--tokenizer-type", "--vocab-size", "--vocab-file", "--merge-file", "--tokenizer-model"})
+    if (o.has(flag)) return true;
+  return false;
+}
+
+nlohmann::json tokenizer_record(const TokenizerOptions& t) {
+  const auto absolute = [](const std::string& path) {
+    return path.empty() ? path : std::filesystem::absolute(path).lexically_normal().string();
+  };
+  nlohmann::json r = {{"type", t.type},
+                      {"vocab_file", absolute(t.vocab_file)},
+                      {"merge_file", absolute(t.merge_file)},
+                      {"model", absolute(t.model)},
+                      {"vocab_extra_ids", t.vocab_extra_ids}};
+  if (t.vocab_size) r["vocab_size"] = *t.vocab_size;
+  if (t.null_tokenizer_eod_id) r["null_tokenizer_eod_id"] = *t.null_tokenizer_eod_id;
+  return r;
+}
+
+TokenizerOptions tokenizer_options_from_record(const nlohmann::json& r, const std::string& where) {
+  TokenizerOptions t;
+  try {
+    t.type = r.at("type").get<std::string>();
+    t.vocab_file = r.at("vocab_file").get<std::string>();
+    t.merge_file = r.at("merge_file").get<std::string>();
+    t.model = r.at("model").get<std::string>();
+    t.vocab_extra_ids = r.at("vocab_extra_ids").get<int64_t>();
+    if (r.contains("vocab_size")) t.vocab_size = r.at("vocab_size").get<int64_t>();
+    if (r.contains("null_tokenizer_eod_id")) t.null_tokenizer_eod_id = r.at("null_tokenizer_eod_id").get<int64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    MT_FAIL() << where << ": its tokenizer record is malformed: " << e.what();
+  }
   return t;
 }
 

@@ -3,6 +3,9 @@
 // TokenizerOptions, shared by `train` and `preprocess`.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <string>
+
 #include "app/options.h"
 #include "data/tokenizer.h"
 
@@ -10,5 +13,12 @@ namespace mt {
 
 // --tokenizer-type defaults to NullTokenizer when only --vocab-size is given.
 TokenizerOptions tokenizer_options(const Options& o);
+// Whether any tokenizer flag was given.
+bool has_tokenizer_flags(const Options& o);
+
+// The settings as a checkpoint records them (file paths made absolute, so a checkpoint used from
+// another directory still finds them), and back; mt::Error naming `where` for a malformed record.
+nlohmann::json tokenizer_record(const TokenizerOptions& t);
+TokenizerOptions tokenizer_options_from_record(const nlohmann::json& record, const std::string& where);
 
 }  // namespace mt

@@ -26,6 +26,7 @@ nlohmann::json manifest_json(const CheckpointManifest& m) {
                        {"hysteresis_tracker", m.scaler.hysteresis_tracker}}},
       {"files", files}};
   if (m.seed) j["rng"] = {{"seed", *m.seed}};
+  if (!m.tokenizer.is_null()) j["tokenizer"] = m.tokenizer;
   return j;
 }
 
@@ -64,6 +65,7 @@ CheckpointManifest parse_manifest(const nlohmann::json& j, const std::string& di
     m.scaler = {ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
                 ls.at("hysteresis_tracker").get<int64_t>()};
     if (j.contains("rng")) m.seed = j.at("rng").at("seed").get<uint64_t>();
+    if (j.contains("tokenizer")) m.tokenizer = j.at("tokenizer");
     for (auto it = j.at("files").begin(); it != j.at("files").end(); ++it)
       m.files.push_back({it.key(), {it->at("bytes").get<uint64_t>(), it->at("checksum").get<uint64_t>()}});
   } catch (const nlohmann::json::exception& e) {

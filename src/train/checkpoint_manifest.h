@@ -31,6 +31,7 @@ struct CheckpointManifest {
   int64_t optimizer_steps = 0, scheduler_steps = 0;
   LossScalerState scaler;
   std::optional<uint64_t> seed;  // absent under --no-save-rng
+  nlohmann::json tokenizer;      // the tokenizer's settings (app/tokenizer_flags.h), or null
   std::vector<std::pair<std::string, FileDigest>> files;
 };
 

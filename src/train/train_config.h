@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,9 @@ struct CheckpointConfig {
   bool finetune = false;            // --finetune: weights only, iteration 0, fresh optimizer and schedule
   bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
   std::optional<int64_t> ckpt_step;         // --ckpt-step: this iteration instead of the latest
+  // What checkpoints record of the tokenizer (the app's record of its flags), so that `generate`
+  // needs only --load; null: nothing.
+  nlohmann::json tokenizer;
 };
 
 struct TrainConfig {

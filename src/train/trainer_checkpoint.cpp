@@ -69,6 +69,7 @@ void Trainer::save_checkpoint(const std::string& root) {
     m.scheduler_steps = scheduler_->num_steps();
     if (scaler_) m.scaler = scaler_->state();
     if (!config_.checkpoint.no_save_rng) m.seed = config_.seed;
+    m.tokenizer = config_.checkpoint.tokenizer;
     for (int r = 0; r < world.size(); ++r)
       m.files.push_back({shard_file_name(r), {static_cast<uint64_t>(digests[2 * r]), static_cast<uint64_t>(digests[2 * r + 1])}});
     write_manifest(staging, manifest_json(m));
