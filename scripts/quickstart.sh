@@ -14,8 +14,9 @@
 # It trains on 2 MPI ranks with tensor parallelism 2 and sequence parallelism (each rank holds half
 # of every layer and one OpenMP thread), which reproduces the single-rank loss curve; drop the
 # mpirun prefix and the two parallel flags to train in one process. The final state is saved as a
-# checkpoint under out/quickstart/checkpoints (resume or reshard it with --load; see the user guide).
-# Megatron's mock-data run (no files) is in docs/user-guide.md.
+# checkpoint under out/quickstart/checkpoints (resume or reshard it with --load; see the user guide),
+# and `megatron generate` ends the job by continuing a prompt with it (a model this small writes
+# fortune-shaped nonsense). Megatron's mock-data run (no files) is in docs/user-guide.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -30,7 +31,7 @@ python3 scripts/fortunes_to_jsonl.py > "$data/fortunes.jsonl"
 python3 scripts/unigram_entropy.py "$data/fortunes_text_document" 98,1,1
 # Open MPI refuses to start as root unless told it is intended (CI and containers run as root).
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-OMP_NUM_THREADS=1 exec mpirun --oversubscribe -np 2 ./build/megatron train \
+OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 ./build/megatron train \
   --tensor-model-parallel-size 2 --sequence-parallel \
   --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
   --normalization RMSNorm --swiglu --position-embedding-type rope --disable-bias-linear \
@@ -39,3 +40,8 @@ OMP_NUM_THREADS=1 exec mpirun --oversubscribe -np 2 ./build/megatron train \
   --lr 5e-3 --min-lr 5e-4 --lr-decay-style cosine --lr-warmup-iters 10 \
   --train-iters 300 --log-interval 25 --eval-interval 150 --eval-iters 4 \
   --hidden-dropout 0 --attention-dropout 0 --save "$data/checkpoints" "$@"
+# The model just trained continues a prompt (tensor parallel over the same two ranks; the
+# checkpoint carries the model and the tokenizer).
+OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 ./build/megatron generate --load "$data/checkpoints" \
+  --prompts "Q: Why did the chicken cross the road?" --num-tokens-to-generate 32 \
+  --temperature 0.7 --top_k 0 --top_p 0.9 --seed 1
