@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -145,7 +146,9 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
   std::string lines;
   for (size_t i = 0; i < results.size(); ++i) {
     const GenerationResult& r = results[i];
-    std::string text = tokenizer->decode(r.tokens);
+    // The text ends before an EOD that ended the generation (its id stays in generated_tokens).
+    const size_t shown = r.tokens.size() - (r.finish_reason == "eod" ? 1 : 0);
+    std::string text = tokenizer->decode(std::span<const int32_t>(r.tokens.data(), shown));
     cut_at_stop_word(text, stop_words);
     std::printf("prompt %zu: %s\ngenerated: %s\n\n", i, prompts[i].c_str(), text.c_str());
     nlohmann::json line = {{"prompt", prompts[i]}, {"generated_text", text}, {"generated_tokens", r.tokens},

@@ -1,7 +1,7 @@
 // Owns choosing the next token from a row of logits, as Megatron's inference sampling does:
 // greedy (top_k = 1, or temperature 0), or a draw from softmax(logits / temperature) restricted to
 // the top_k most likely tokens (top_k > 1) or to the nucleus, the smallest set of most likely
-// tokens whose probability reaches top_p (top_p > 0; not together with top_k > 1). The draw is a
+// tokens whose probability reaches top_p (top_p > 0, with top_k = 0). The draw is a
 // counter-based random number keyed by (seed, sequence, step): the same seed gives the same tokens
 // on every rank and every run, however requests are batched. Log-probabilities are those of the
 // model's own distribution (softmax of the raw logits). Only ids below the true vocabulary size
@@ -21,7 +21,7 @@ struct SamplingParams {
   uint64_t seed = 0;
 
   // mt::Error for values Megatron refuses (negative temperature or top_k, top_p outside [0, 1],
-  // top_k > 1 together with top_p > 0).
+  // top_p > 0 with top_k >= 1: top-p only replaces the top-k limit).
   void validate() const;
   bool greedy() const { return top_k == 1 || temperature == 0.0f; }
 };

@@ -119,6 +119,8 @@ TEST(Sampler, BadSettingsAreRefused) {
   p.top_k = 5;
   p.top_p = 0.9f;
   test::expect_error_mentioning([&] { p.validate(); }, "cannot both be set");
+  p.top_k = 1;  // the default, greedy: top-p needs --top_k 0
+  test::expect_error_mentioning([&] { p.validate(); }, "pass --top_k 0 with --top_p");
   p = {};
   p.temperature = -1.0f;
   test::expect_error_mentioning([&] { p.validate(); }, "temperature -1");
