@@ -34,11 +34,11 @@ double read_bandwidth() {
   double best = 0.0;
   for (int pass = 0; pass < 5; ++pass) {
     const auto start = Clock::now();
-    double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static)
+    float sum = 0.0f;  // vectorised (f32 lanes), so the loop is bound by memory, not by adds
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
     for (size_t i = 0; i < data.size(); ++i) sum += data[i];
     const double s = seconds_since(start);
-    if (sum != static_cast<double>(data.size())) std::abort();  // keeps the loop
+    if (sum <= 0.0f) std::abort();  // keeps the loop
     best = std::max(best, data.size() * sizeof(float) / s / 1e9);
   }
   return best;

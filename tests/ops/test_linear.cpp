@@ -41,6 +41,11 @@ void check_forward(int64_t n, int64_t in, int64_t o, bool with_bias) {
 TEST(Linear, ForwardMatchesFp64ReferenceWithBias) { check_forward(7, 37, 13, true); }
 TEST(Linear, ForwardMatchesFp64ReferenceWithoutBias) { check_forward(7, 37, 13, false); }
 TEST(Linear, ForwardMatchesFp64ReferenceLarge) { check_forward(129, 384, 250, true); }
+// One row (decoding a token) takes the GEMV path.
+TEST(Linear, OneRowForwardMatchesFp64Reference) {
+  check_forward(1, 384, 250, true);
+  check_forward(1, 37, 13, false);
+}
 
 struct LinearGrads {
   HostTensor dinp, dweight, dbias;

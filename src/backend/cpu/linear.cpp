@@ -18,6 +18,10 @@ void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& 
       for (int c = 0; c < o; ++c) y[static_cast<size_t>(r) * o + c] = b[c];
     beta = 1.0f;
   }
+  if (n == 1) {  // decoding one token: a GEMV streams the weight once, where a GEMM would pack it first
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, o, in, 1.0f, weight.f32(), in, inp.f32(), 1, beta, y, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, o, in, 1.0f, inp.f32(), in, weight.f32(), in, beta, y, o);
 }
 
