@@ -58,7 +58,7 @@ InferenceEngine::StepBuffers InferenceEngine::carve(Arena& a, int64_t T, int64_t
 
 InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, MemoryTracker* tracker,
                                  const EngineOptions& options)
-    : config_(config), options_(options), backend_(backend) {
+    : config_(config), options_(options) {
   const int tp = static_cast<int>(config_.tensor_model_parallel_size);
   const int tp_size = options.tp_comm ? options.tp_comm->size() : 1;
   MT_CHECK(tp == tp_size) << "the model is split " << tp << " ways but the tensor-parallel group has " << tp_size

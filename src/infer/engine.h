@@ -60,7 +60,6 @@ class InferenceEngine {
   ModelConfig config_;  // the whole model
   ModelConfig local_;   // what this tp rank computes, without dropout
   EngineOptions options_;
-  Backend& backend_;
   int64_t max_len_ = 0;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Arena> cache_arena_;  // the KV cache and the RoPE tables

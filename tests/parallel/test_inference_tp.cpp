@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "infer/engine.h"
+#include "infer/generate.h"
 #include "parallel_testing.h"
 
 namespace mt::test {
@@ -73,6 +74,33 @@ void check_tp_matches_single(ModelConfig (*style)(int)) {
 }
 
 TEST(InferenceTp, LlamaStyleMatchesOneRank) { check_tp_matches_single(&llama_style); }
+
+// Sampled generation (temperature, nucleus, a seed) picks the same tokens on every tp rank as on
+// one rank: the logits agree to rounding and the draws are keyed by (seed, request, step).
+TEST(InferenceTp, SampledGenerationMatchesOneRank) {
+  std::unique_ptr<Communicator> tp = world().split(world().rank() / 2, world().rank());
+  auto sharded = engine(llama_style(2), tp.get());
+  auto single = engine(llama_style(1), nullptr);
+  std::vector<GenerationRequest> requests(2);
+  requests[0].prompt = {5, 17, 250, 3};
+  requests[1].prompt = {11, 12};
+  for (GenerationRequest& r : requests) {
+    r.tokens_to_generate = 10;
+    r.sampling.temperature = 0.8f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 0.9f;
+    r.sampling.seed = 123;
+  }
+  const std::vector<GenerationResult> a = Generator(*sharded, -1).run(requests), b = Generator(*single, -1).run(requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+    EXPECT_EQ(a[i].tokens.size(), 10u);
+  }
+  // Every rank of the group drew the same tokens.
+  std::vector<int32_t> mine = a[0].tokens, rank0 = a[0].tokens;
+  tp->broadcast(TensorView(rank0.data(), DType::i32, {static_cast<int64_t>(rank0.size())}), 0);
+  EXPECT_EQ(mine, rank0);
+}
 TEST(InferenceTp, Gpt2StyleMatchesOneRank) { check_tp_matches_single(&gpt2_style); }
 
 }  // namespace
