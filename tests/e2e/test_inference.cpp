@@ -199,6 +199,40 @@ TEST_P(EngineCase, LogProbabilitiesMatchTheFullForward) {
   }
 }
 
+// A server's use: requests submitted between steps, while others run, get what they get alone
+// (a sampled one too: its draws are keyed by its own stream).
+TEST(Inference, RequestsJoiningMidwayGetTheirOwnResult) {
+  auto engine = engine_for(llama_style(), 8, 2, 8);
+  GenerationRequest a, b;
+  a.prompt = sequence(6, 1);
+  a.tokens_to_generate = 9;
+  b.prompt = sequence(11, 2);
+  b.tokens_to_generate = 6;
+  b.sampling.top_k = 0;
+  b.sampling.seed = 5;
+  b.stream = 42;
+  Generator g(*engine, -1);
+  const size_t ia = g.submit(a);
+  g.step();
+  g.step();
+  const size_t ib = g.submit(b);
+  std::vector<size_t> finished;
+  while (!g.idle())
+    for (size_t id : g.step()) finished.push_back(id);
+  EXPECT_EQ(finished.size(), 2u);
+  const auto alone = [&](const GenerationRequest& r) {
+    auto e = engine_for(llama_style(), 8, 1);
+    Generator solo(*e, -1);
+    const size_t id = solo.submit(r);
+    while (!solo.idle()) solo.step();
+    return solo.result(id).tokens;
+  };
+  EXPECT_EQ(g.result(ia).tokens, alone(a));
+  EXPECT_EQ(g.result(ib).tokens, alone(b));
+  g.release(ia);
+  EXPECT_THROW(g.result(ia), std::out_of_range);
+}
+
 TEST(Inference, EodAndStopChecksEndRequests) {
   auto engine = engine_for(gpt2_style(), 2, 2);
   GenerationRequest r;
