@@ -108,17 +108,23 @@ void write_manifest(const std::string& dir, nlohmann::json body) {
   write_file_atomically((fs::path(dir) / "manifest.json").string(), body.dump(2));
 }
 
-nlohmann::json read_manifest(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "manifest.json").string();
+nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
-  MT_CHECK(in.good()) << "checkpoint " << dir << " has no manifest.json (not a megatron.cpp checkpoint, or never "
-                      << "committed)";
+  MT_CHECK(in.good()) << "cannot open " << path;
   nlohmann::json j;
   try {
     in >> j;
   } catch (const nlohmann::json::exception& e) {
     MT_FAIL() << path << " is not valid JSON: " << e.what();
   }
+  return j;
+}
+
+nlohmann::json read_manifest(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  MT_CHECK(fs::exists(path)) << "checkpoint " << dir << " has no manifest.json (not a megatron.cpp checkpoint, or "
+                             << "never committed)";
+  const nlohmann::json j = read_json_file(path);
   MT_CHECK(j.is_object() && j.contains("magic") && j.at("magic") == kCheckpointMagic)
       << path << " is not a megatron.cpp checkpoint manifest";
   MT_CHECK(j.contains("version") && j.at("version") == kCheckpointVersion)

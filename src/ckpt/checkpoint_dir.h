@@ -43,6 +43,9 @@ void write_manifest(const std::string& dir, nlohmann::json body);
 // Reads and checks magic and version; errors name the file.
 nlohmann::json read_manifest(const std::string& dir);
 
+// The JSON document in `path`; mt::Error naming it when it cannot be read or parsed.
+nlohmann::json read_json_file(const std::string& path);
+
 // Writes `text` to `path` through a temporary file, fsync'ed, renamed into place.
 void write_file_atomically(const std::string& path, const std::string& text);
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "model/params.h"
 
 namespace mt {
 
@@ -231,7 +232,7 @@ void HfParamMap::name_tensors(const ModelConfig& c, const std::string& name, con
   };
   const std::string kind = ends_with(".bias") ? "bias" : "weight";
 
-  if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") {
+  if (is_vocabulary_param(name)) {
     megatron_ = Shape{v, h};  // the padding rows stay behind
     const bool embedding = name[0] == 'e';
     one(embedding ? (gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight") : "lm_head.weight", megatron_);

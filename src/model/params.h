@@ -31,6 +31,12 @@ struct ParamSpec {
   bool shared_embedding = false;
 };
 
+// Whether parameter `name` has a row per (padded) vocabulary entry: the word embedding and the
+// untied output layer, whose padding rows depend on tp.
+inline bool is_vocabulary_param(const std::string& name) {
+  return name == "embedding.word_embeddings.weight" || name == "output_layer.weight";
+}
+
 // The parameters of `range` in registration order (embedding, layers, head).
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range);
 

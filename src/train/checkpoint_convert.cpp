@@ -2,7 +2,6 @@
 
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -71,14 +70,14 @@ class HfSource : public TensorSource {
  public:
   explicit HfSource(const std::string& dir) {
     const std::string config_path = (fs::path(dir) / "config.json").string();
-    const nlohmann::json config = read_json(config_path);
+    const nlohmann::json config = read_json_file(config_path);
     config_ = model_config_from_hf(config, config_path);
     config_.finalize();
     hf_architecture_of(config_);  // what export could not write back is refused on import too
     const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
     std::set<std::string> names;
     if (!fs::exists(single) && fs::exists(index)) {  // transformers' preference too
-      const nlohmann::json map = read_json(index.string());
+      const nlohmann::json map = read_json_file(index.string());
       MT_CHECK(map.contains("weight_map") && map.at("weight_map").is_object()) << index.string() << " has no weight_map";
       for (auto it = map.at("weight_map").begin(); it != map.at("weight_map").end(); ++it) {
         MT_CHECK(it->is_string()) << index.string() << ": the file of " << it.key() << " is not a string";
@@ -143,15 +142,6 @@ class HfSource : public TensorSource {
   }
 
  private:
-  static nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    MT_CHECK(in) << "cannot open " << path;
-    try {
-      return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      MT_FAIL() << path << " is not valid JSON: " << e.what();
-    }
-  }
   // Buffers some exports carry beside the weights, and the tied output layer some write twice.
   bool ignorable(const std::string& name) const {
     const auto ends_with = [&](const std::string& s) {
@@ -189,8 +179,7 @@ TensorView host_tensor(std::deque<std::vector<uint8_t>>& storage, DType dtype, c
 int64_t count_parameters(const ModelConfig& c) {
   int64_t n = 0;
   for (const ParamSpec& p : param_specs(c, StageRange::whole(c))) {
-    const bool vocabulary = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
-    n += vocabulary ? c.vocab_size * c.hidden_size : p.shape.numel();
+    n += is_vocabulary_param(p.name) ? c.vocab_size * c.hidden_size : p.shape.numel();
   }
   return n;
 }

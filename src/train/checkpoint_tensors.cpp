@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "model/params.h"
 
 namespace mt {
 
@@ -53,10 +54,6 @@ void from_f32(const float* in, const TensorView& t) {
 
 std::string shape_text(const Shape& s) { return TensorView(nullptr, DType::f32, s).str().substr(3); }
 
-bool is_vocabulary(const std::string& name) {
-  return name.find("word_embeddings") != std::string::npos || name.find("output_layer") != std::string::npos;
-}
-
 // The saved shape may differ from the model's only in a vocabulary tensor's rows, and by at most
 // what the padding to a multiple of 128 x tp (tp <= 1024) can add.
 bool compatible(const Shape& saved, const Shape& expected, bool vocabulary) {
@@ -79,7 +76,7 @@ const std::vector<float>& CheckpointTensors::whole(const std::string& kind, cons
   const auto it = pieces_.find(kind + "/" + name);
   MT_CHECK(it != pieces_.end()) << "the checkpoint holds no " << kind << " of " << name;
   shape = it->second.front()->global_shape;
-  MT_CHECK(compatible(shape, expected, is_vocabulary(name)))
+  MT_CHECK(compatible(shape, expected, is_vocabulary_param(name)))
       << "checkpoint: " << kind << " of " << name << " has shape " << shape_text(shape) << ", the model's is "
       << shape_text(expected) << " (a checkpoint of another model?)";
   std::vector<float>& out = whole_;
@@ -136,7 +133,7 @@ TensorRecord tensor_piece(const std::string& name, const std::string& kind, cons
 
 void take_piece(const std::vector<float>& src, const Shape& src_shape, const Shape& full, const ShardSpec& spec, int t,
                 int r, int64_t begin, const TensorView& dst, const std::string& what) {
-  MT_CHECK(compatible(src_shape, full, is_vocabulary(what)))
+  MT_CHECK(compatible(src_shape, full, is_vocabulary_param(what)))
       << "checkpoint: " << what << " has shape " << shape_text(src_shape) << ", the model's is " << shape_text(full)
       << " (a checkpoint of another model?)";
   if (!spec.sharded() && src_shape == full) {  // a contiguous range of the whole tensor

@@ -58,11 +58,6 @@ void expect_same_tensors(const std::string& a_path, const std::string& b_path) {
   }
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
-
 class HfFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(HfFixture, ImportMatchesTheReferenceLogitsAndExportGivesTheFileBack) {
@@ -101,13 +96,13 @@ TEST_P(HfFixture, ImportMatchesTheReferenceLogitsAndExportGivesTheFileBack) {
   convert("megatron", "hf", dir.file("megatron"), dir.file("hf"));
   expect_same_tensors(hf + "/model.safetensors", dir.file("hf") + "/model.safetensors");
   const std::string config_path = dir.file("hf") + "/config.json";
-  ModelConfig exported = model_config_from_hf(read_json(config_path), config_path);
-  ModelConfig original = model_config_from_hf(read_json(hf + "/config.json"), hf);
+  ModelConfig exported = model_config_from_hf(read_json_file(config_path), config_path);
+  ModelConfig original = model_config_from_hf(read_json_file(hf + "/config.json"), hf);
   exported.finalize();
   original.finalize();
   EXPECT_EQ(model_record(exported), model_record(original));
   // Every key both write says the same (a misspelt key would read back as its default above).
-  const nlohmann::json written = read_json(config_path), theirs = read_json(hf + "/config.json");
+  const nlohmann::json written = read_json_file(config_path), theirs = read_json_file(hf + "/config.json");
   int common = 0;
   for (auto it = written.begin(); it != written.end(); ++it) {
     if (!theirs.contains(it.key()) || it.key().find("pdrop") != std::string::npos || it.key().find("dropout") != std::string::npos)
@@ -203,7 +198,7 @@ TEST_P(HfRoundTrip, ExportThenImportKeepsEveryBitAndTheLoss) {
     t.run([](const std::string&) {});
   }
   convert("megatron", "hf", dir.file("trained"), dir.file("hf"));
-  const nlohmann::json config = read_json(dir.file("hf") + "/config.json");
+  const nlohmann::json config = read_json_file(dir.file("hf") + "/config.json");
   EXPECT_EQ(config.at("torch_dtype"), m.params_dtype == DType::bf16 ? "bfloat16" : "float32");
   convert("hf", "megatron", dir.file("hf"), dir.file("back"));
   CheckpointReader trained(dir.file("trained"), std::nullopt), back(dir.file("back"), std::nullopt);
@@ -219,8 +214,7 @@ TEST_P(HfRoundTrip, ExportThenImportKeepsEveryBitAndTheLoss) {
     std::vector<float> want = trained.whole("param", p.name, p.shape, shape);
     const std::vector<float>& got = back.whole("param", p.name, p.shape, shape);
     ASSERT_EQ(got.size(), want.size()) << p.name;
-    const bool vocabulary = p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
-    if (vocabulary)  // the padding rows come back as zeros
+    if (is_vocabulary_param(p.name))  // the padding rows come back as zeros
       std::fill(want.begin() + c.vocab_size * c.hidden_size, want.end(), 0.0f);
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << p.name;
   }
@@ -278,7 +272,7 @@ std::string edited_fixture(const test::TempDir& dir, const std::string& name,
                            const std::vector<std::pair<std::string, TensorView>>& extra = {}) {
   const std::string out = dir.file("edited_" + name);
   fs::create_directories(out);
-  nlohmann::json config = read_json(kGolden + "hf_" + name + "/config.json");
+  nlohmann::json config = read_json_file(kGolden + "hf_" + name + "/config.json");
   edit(config);
   std::ofstream(out + "/config.json") << config.dump();
   const SafetensorsFile f = SafetensorsFile::load(kGolden + "hf_" + name + "/model.safetensors");
