@@ -11,13 +11,12 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/inference_setup.h"
 #include "app/options.h"
-#include "app/tokenizer_flags.h"
 #include "base/error.h"
 #include "ckpt/checkpoint_dir.h"
 #include "infer/generate.h"
-#include "train/checkpoint_args.h"
-#include "train/checkpoint_reader.h"
+#include "serve/responses.h"
 
 namespace mt {
 
@@ -62,16 +61,6 @@ T either(const Options& o, const char* snake, const char* kebab, T fallback, T (
 int64_t get_integer(const Options& o, const char* name) { return o.integer(name); }
 float get_real(const Options& o, const char* name) { return static_cast<float>(o.real(name)); }
 
-// The generated text up to the first stop word (which ends it), and whether one was found.
-bool cut_at_stop_word(std::string& text, const std::vector<std::string>& stop_words) {
-  size_t cut = std::string::npos;
-  for (const std::string& w : stop_words)
-    if (!w.empty()) cut = std::min(cut, text.find(w));
-  if (cut == std::string::npos) return false;
-  text.resize(cut);
-  return true;
-}
-
 }  // namespace
 
 int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
@@ -81,26 +70,9 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
       return 0;
     }
   const Options o = parse_options("generate", args);
-  MT_CHECK(o.has("--load")) << "pass --load DIR: a checkpoint (megatron convert --loader hf makes one from a Hugging "
-                            << "Face model)";
-  const int tp = world ? world->size() : 1, rank = world ? world->rank() : 0;
-  std::optional<int64_t> step;
-  if (o.has("--ckpt-step")) step = o.integer("--ckpt-step");
-  CheckpointReader checkpoint(o.text("--load"), step);
-  ModelConfig model;
-  apply_model_record(checkpoint.manifest().model, checkpoint.dir() + "/manifest.json", model);
-  model.seq_length = model.max_position_embeddings;
-  model.hidden_dropout = model.attention_dropout = 0.0f;
-  model.tensor_model_parallel_size = tp;
-  model.finalize();
-
-  MT_CHECK(has_tokenizer_flags(o) || !checkpoint.manifest().tokenizer.is_null())
-      << "checkpoint " << checkpoint.dir() << " records no tokenizer; pass the tokenizer flags (--tokenizer-type ...)";
-  const TokenizerOptions tokenizer_flags = has_tokenizer_flags(o) ? tokenizer_options(o)
-      : tokenizer_options_from_record(checkpoint.manifest().tokenizer, checkpoint.dir() + "/manifest.json");
-  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(tokenizer_flags);
-  MT_CHECK(tokenizer->vocab_size() == model.vocab_size)
-      << "the tokenizer has " << tokenizer->vocab_size() << " tokens but the model " << model.vocab_size;
+  const int rank = world ? world->rank() : 0;
+  const std::unique_ptr<InferenceSetup> setup = open_for_inference(o, world);
+  const Tokenizer& tokenizer = *setup->tokenizer;
 
   SamplingParams sampling;
   sampling.temperature = static_cast<float>(o.real("--temperature"));
@@ -113,7 +85,7 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
   int64_t longest = 0;
   for (const std::string& p : prompts) {
     GenerationRequest r;
-    r.prompt = tokenizer->encode(p);
+    r.prompt = tokenizer.encode(p);
     MT_CHECK(!r.prompt.empty()) << "the prompt \"" << p << "\" has no tokens";
     r.tokens_to_generate = o.integer("--num-tokens-to-generate");
     r.sampling = sampling;
@@ -123,21 +95,13 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
     requests.push_back(std::move(r));
   }
 
-  EngineOptions engine_options;
-  engine_options.slots = std::min<int64_t>(o.integer("--inference-max-requests"), static_cast<int64_t>(requests.size()));
-  engine_options.max_sequence_length =
-      o.has("--inference-max-seq-length") ? o.integer("--inference-max-seq-length") : std::min(longest, model.max_position_embeddings);
-  engine_options.max_step_tokens = o.integer("--inference-max-step-tokens");
-  engine_options.activation_dtype = checkpoint.manifest().params_dtype;
-  engine_options.tp_comm = tp > 1 ? world : nullptr;
-  MemoryTracker memory;
-  InferenceEngine engine(model, cpu_backend(), &memory, engine_options);
-  checkpoint.read_weights(engine.params().params(), tp, rank);
-  Generator generator(engine, tokenizer->eod());
+  setup->load_engine(o, world, std::min<int64_t>(o.integer("--inference-max-requests"), requests.size()), longest);
+  Generator generator(*setup->engine, tokenizer.eod());
   const StopCheck stop = [&](size_t, const std::vector<int32_t>& generated) {
     if (stop_words.empty()) return false;
-    std::string text = tokenizer->decode(generated);
-    return cut_at_stop_word(text, stop_words);
+    bool cut = false;
+    cut_at_stop(tokenizer.decode(generated), stop_words, &cut);
+    return cut;
   };
   GenerationStats stats;
   const std::vector<GenerationResult> results = generator.run(requests, stop, &stats);
@@ -148,8 +112,7 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
     const GenerationResult& r = results[i];
     // The text ends before an EOD that ended the generation (its id stays in generated_tokens).
     const size_t shown = r.tokens.size() - (r.finish_reason == "eod" ? 1 : 0);
-    std::string text = tokenizer->decode(std::span<const int32_t>(r.tokens.data(), shown));
-    cut_at_stop_word(text, stop_words);
+    const std::string text = cut_at_stop(tokenizer.decode(std::span<const int32_t>(r.tokens.data(), shown)), stop_words);
     std::printf("prompt %zu: %s\ngenerated: %s\n\n", i, prompts[i].c_str(), text.c_str());
     nlohmann::json line = {{"prompt", prompts[i]}, {"generated_text", text}, {"generated_tokens", r.tokens},
                            {"finish_reason", r.finish_reason}};

@@ -17,6 +17,9 @@ int cmd_preprocess(const std::vector<std::string>& args);
 // Continue prompts with a checkpoint's model (Megatron's inference scripts); the ranks of `world` form
 // one tensor-parallel group.
 int cmd_generate(const std::vector<std::string>& args, Communicator* world = nullptr);
+// Megatron's text generation server (PUT /api) and OpenAI-style completions over HTTP; the ranks of
+// `world` form one tensor-parallel group, rank 0 listening.
+int cmd_serve(const std::vector<std::string>& args, Communicator* world = nullptr);
 // Checkpoints to and from Hugging Face, and offline resharding (tools/checkpoint/convert.py).
 // One process: under mpirun with several ranks it refuses rather than write the same files twice.
 int cmd_convert(const std::vector<std::string>& args, Communicator* world = nullptr);

@@ -20,6 +20,7 @@ const char* kUsage =
     "  train        train a GPT model (megatron train --help for its options)\n"
     "  preprocess   tokenize JSON lines into .bin/.idx datasets, or merge datasets\n"
     "  generate     continue prompts with a trained model (KV cache, sampling, tensor parallel)\n"
+    "  serve        answer generation requests over HTTP (Megatron's /api, OpenAI completions)\n"
     "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (command == "train") return mt::cmd_train(args, world.get());
     if (command == "preprocess") return mt::cmd_preprocess(args);
     if (command == "generate") return mt::cmd_generate(args, world.get());
+    if (command == "serve") return mt::cmd_serve(args, world.get());
     if (command == "convert") return mt::cmd_convert(args, world.get());
     std::fprintf(stderr, "megatron: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;

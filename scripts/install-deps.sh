@@ -12,6 +12,7 @@ packages=(
   libopenmpi-dev openmpi-bin            # multi-rank runs (mpirun) and the parallel tests
   libgtest-dev libgmock-dev             # tests
   libbenchmark-dev                      # bench/
+  libcpp-httplib-dev                    # megatron serve (cpp-httplib HTTP server)
   nodejs                                # GPT-2 reference encoder (tokenizer test), GPT-2 vocab
   fortunes python3                      # quick-start corpus (plain-text fortunes) and its JSON dump
 )

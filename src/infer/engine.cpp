@@ -56,6 +56,12 @@ InferenceEngine::StepBuffers InferenceEngine::carve(Arena& a, int64_t T, int64_t
   return b;
 }
 
+int64_t kv_cache_bytes_per_slot(const ModelConfig& config, int64_t max_sequence_length) {
+  const ModelConfig local = config.tp_local();
+  return 2 * config.num_layers * local.num_query_groups * max_sequence_length * local.kv_channels *
+         static_cast<int64_t>(sizeof(float));
+}
+
 InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, MemoryTracker* tracker,
                                  const EngineOptions& options)
     : config_(config), options_(options) {

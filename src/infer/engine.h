@@ -25,6 +25,10 @@ struct EngineOptions {
   Communicator* tp_comm = nullptr;  // the tensor-parallel group (config.tensor_model_parallel_size ranks)
 };
 
+// Bytes of KV cache one slot takes on one tensor-parallel rank of `config` (finalized) for
+// sequences of `max_sequence_length` positions: what a cap on cache memory divides.
+int64_t kv_cache_bytes_per_slot(const ModelConfig& config, int64_t max_sequence_length);
+
 // The new tokens of one sequence in a step.
 struct SequenceChunk {
   int64_t slot = 0;

@@ -20,6 +20,9 @@ void Generator::validate(const GenerationRequest& r) const {
       << r.prompt.size() << " prompt tokens + " << r.tokens_to_generate << " to generate exceed the " << max_len
       << " positions a sequence may hold";
   for (int32_t t : r.prompt) MT_CHECK(t >= 0 && t < vocab) << "token id " << t << " is outside [0, " << vocab << ")";
+  if (r.stop_token) {
+    MT_CHECK(*r.stop_token >= 0 && *r.stop_token < vocab) << "stop token " << *r.stop_token << " is outside [0, " << vocab << ")";
+  }
   r.sampling.validate();
 }
 
@@ -29,6 +32,17 @@ size_t Generator::submit(GenerationRequest request) {
   requests_[id].request = std::move(request);
   waiting_.push_back(id);
   return id;
+}
+
+void Generator::cancel(size_t id) {
+  waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), id), waiting_.end());
+  for (size_t i = 0; i < running_.size(); ++i)
+    if (running_[i].id == id) {
+      free_slots_.push_back(running_[i].slot);
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
+  requests_.erase(id);
 }
 
 std::vector<GenerationResult> Generator::run(std::vector<GenerationRequest> requests, const StopCheck& stop,
@@ -108,7 +122,7 @@ std::vector<size_t> Generator::step(const StopCheck& stop, GenerationStats* stat
       if (q.top_n_log_probs > 0) out.top_log_probs.push_back(sampler_.top_log_probs(last, q.top_n_log_probs));
       out.tokens.push_back(token);
       r.sequence.push_back(token);
-      if (token == eod_)
+      if (token == q.stop_token.value_or(static_cast<int32_t>(eod_)))
         out.finish_reason = "eod";
       else if (stop && stop(r.id, out.tokens))
         out.finish_reason = "stop";

@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,8 @@ struct GenerationRequest {
   // The draws of this request are keyed by (sampling.seed, stream, step): its output depends on
   // its prompt, settings and stream alone, never on what else is running (run: the index).
   uint64_t stream = 0;
+  // The token that ends this request in place of the generator's eod (Megatron's stop_token).
+  std::optional<int32_t> stop_token;
 };
 
 struct GenerationResult {
@@ -55,6 +58,10 @@ class Generator {
   // Queues a request and returns its id. mt::Error, and nothing queued, for a request that cannot
   // run (empty prompt, prompt + tokens beyond the engine's sequence length, bad sampling or ids).
   size_t submit(GenerationRequest request);
+  // The check submit makes; reads only the engine's settings, so any thread may call it.
+  void validate(const GenerationRequest& r) const;
+  // Drops a waiting or running request (its slot is free for the next step) and its result.
+  void cancel(size_t id);
   // Nothing waiting or running.
   bool idle() const { return waiting_.empty() && running_.empty(); }
   // One engine step over the running requests (free slots first go to waiting ones). Returns the
@@ -81,8 +88,6 @@ class Generator {
     std::vector<int32_t> sequence;  // prompt, then the generated tokens
     int64_t fed = 0;                // tokens of `sequence` in the cache
   };
-
-  void validate(const GenerationRequest& r) const;
 
   InferenceEngine& engine_;
   int64_t eod_;

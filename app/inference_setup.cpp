@@ -1,0 +1,65 @@
+#include "app/inference_setup.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "app/tokenizer_flags.h"
+#include "base/error.h"
+#include "train/checkpoint_args.h"
+#include "train/checkpoint_reader.h"
+
+namespace mt {
+
+InferenceSetup::InferenceSetup() = default;
+InferenceSetup::~InferenceSetup() = default;
+
+std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicator* world) {
+  MT_CHECK(o.has("--load")) << "pass --load DIR: a checkpoint (megatron convert --loader hf makes one from a Hugging "
+                            << "Face model)";
+  std::optional<int64_t> step;
+  if (o.has("--ckpt-step")) step = o.integer("--ckpt-step");
+  auto s = std::make_unique<InferenceSetup>();
+  s->checkpoint = std::make_unique<CheckpointReader>(o.text("--load"), step);
+  const CheckpointReader& checkpoint = *s->checkpoint;
+  ModelConfig& model = s->model;
+  apply_model_record(checkpoint.manifest().model, checkpoint.dir() + "/manifest.json", model);
+  model.seq_length = model.max_position_embeddings;
+  model.hidden_dropout = model.attention_dropout = 0.0f;
+  model.tensor_model_parallel_size = world ? world->size() : 1;
+  model.finalize();
+
+  MT_CHECK(has_tokenizer_flags(o) || !checkpoint.manifest().tokenizer.is_null())
+      << "checkpoint " << checkpoint.dir() << " records no tokenizer; pass the tokenizer flags (--tokenizer-type ...)";
+  const TokenizerOptions tokenizer_flags = has_tokenizer_flags(o) ? tokenizer_options(o)
+      : tokenizer_options_from_record(checkpoint.manifest().tokenizer, checkpoint.dir() + "/manifest.json");
+  s->tokenizer = make_tokenizer(tokenizer_flags);
+  MT_CHECK(s->tokenizer->vocab_size() == model.vocab_size)
+      << "the tokenizer has " << s->tokenizer->vocab_size() << " tokens but the model " << model.vocab_size;
+  return s;
+}
+
+void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t slots, int64_t positions) {
+  const int tp = world ? world->size() : 1, rank = world ? world->rank() : 0;
+  EngineOptions options;
+  options.max_sequence_length = o.has("--inference-max-seq-length") ? o.integer("--inference-max-seq-length")
+                                : positions > 0 ? std::min(positions, model.max_position_embeddings)
+                                                : model.max_position_embeddings;
+  options.slots = slots;
+  if (o.has("--inference-dynamic-batching-buffer-size-gb")) {
+    const double cap = o.real("--inference-dynamic-batching-buffer-size-gb") * (1ULL << 30);
+    const int64_t per_slot = kv_cache_bytes_per_slot(model, options.max_sequence_length);
+    const auto fit = static_cast<int64_t>(cap / static_cast<double>(per_slot));
+    MT_CHECK(fit >= 1) << "--inference-dynamic-batching-buffer-size-gb " << o.real("--inference-dynamic-batching-buffer-size-gb")
+                       << " holds no sequence: one of " << options.max_sequence_length << " positions takes "
+                       << per_slot << " bytes of KV cache per rank";
+    options.slots = std::min(slots, fit);
+  }
+  options.max_step_tokens = o.integer("--inference-max-step-tokens");
+  options.activation_dtype = checkpoint->manifest().params_dtype;
+  options.tp_comm = tp > 1 ? world : nullptr;
+  engine = std::make_unique<InferenceEngine>(model, cpu_backend(), &memory, options);
+  checkpoint->read_weights(engine->params().params(), tp, rank);
+}
+
+}  // namespace mt

@@ -1,0 +1,38 @@
+// What `generate` and `serve` both start from: the checkpoint under --load (its latest step, or
+// --ckpt-step) read into an inference engine for this tensor-parallel rank, and the tokenizer the
+// checkpoint records (or the one the tokenizer flags name). The ranks of `world` form one
+// tensor-parallel group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "app/options.h"
+#include "comm/communicator.h"
+#include "data/tokenizer.h"
+#include "infer/engine.h"
+
+namespace mt {
+
+class CheckpointReader;
+
+struct InferenceSetup {
+  InferenceSetup();
+  ~InferenceSetup();
+
+  // Builds the engine and reads the weights. slots: sequences held at once (reduced to what
+  // --inference-dynamic-batching-buffer-size-gb allows); positions: what a sequence may hold when
+  // --inference-max-seq-length is not given (0: the model's positions).
+  void load_engine(const Options& o, Communicator* world, int64_t slots, int64_t positions);
+
+  std::unique_ptr<CheckpointReader> checkpoint;
+  ModelConfig model;  // the checkpoint's, split over the tp group
+  std::unique_ptr<Tokenizer> tokenizer;
+  MemoryTracker memory;
+  std::unique_ptr<InferenceEngine> engine;
+};
+
+// Opens the checkpoint and makes its tokenizer; the engine comes with load_engine.
+std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicator* world);
+
+}  // namespace mt

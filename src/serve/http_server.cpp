@@ -1,0 +1,285 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "base/error.h"
+#include "serve/responses.h"
+
+namespace mt {
+
+namespace {
+
+using json = nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& field, const std::string& message) {
+  send_json(res, status, error_json(status, field, message));
+}
+
+json parse_body(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    throw RequestError(400, "", std::string("malformed JSON: ") + e.what());
+  }
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A request's prompts tokenized and handed to the service.
+struct Admission {
+  CompletionRequest request;
+  std::vector<PromptRun> prompts;
+  std::shared_ptr<Job> job;
+};
+
+Admission admit(GenerationService& service, CompletionRequest request) {
+  Admission a;
+  const std::string field = request.api == RequestApi::megatron ? "prompts" : "prompt";
+  // One seed per request; its prompts draw from their own streams (their indices), as generate's do.
+  if (!request.seeded) request.sampling.seed = std::random_device{}() * 0x100000000ULL + std::random_device{}();
+  std::vector<JobSequence> sequences;
+  for (size_t i = 0; i < request.prompt_count(); ++i) {
+    PromptRun p;
+    if (request.prompt_ids.empty()) {
+      p.text = request.prompt_texts[i];
+      p.tokens = service.encode(p.text);
+    } else {
+      p.tokens = request.prompt_ids[i];
+      p.text = service.decode(p.tokens);
+    }
+    if (request.add_bos) {
+      const Tokenizer& t = service.tokenizer();
+      p.tokens.insert(p.tokens.begin(), static_cast<int32_t>(t.bos().value_or(t.eod())));
+    }
+    if (p.tokens.empty()) throw RequestError(400, field, "prompt " + std::to_string(i) + " has no tokens");
+    JobSequence s;
+    s.request.prompt = p.tokens;
+    s.request.tokens_to_generate = request.tokens_to_generate;
+    s.request.sampling = request.sampling;
+    s.request.log_probs = request.log_probs;
+    s.request.top_n_log_probs = request.top_logprobs;
+    s.request.stream = i;
+    s.request.stop_token = request.stop_token;
+    s.stop = request.stop;
+    s.stop_keep = request.stop_keep;
+    sequences.push_back(std::move(s));
+    a.prompts.push_back(std::move(p));
+  }
+  a.job = service.submit(std::move(sequences), field);
+  a.request = std::move(request);
+  return a;
+}
+
+std::vector<GenerationResult> wait_for(Job& job) {
+  uint64_t seen = 0;
+  while (!job.done()) seen = job.wait(seen);
+  const auto lock = job.lock();
+  return job.results();
+}
+
+// One streamed completion: what each choice has been sent so far.
+struct Stream {
+  Admission admission;
+  std::string id, model;
+  int64_t created = 0;
+  uint64_t seen = 0;
+  bool started = false;
+  std::vector<size_t> text_sent, tokens_sent;
+  std::vector<bool> finished;
+};
+
+json chunk(const Stream& s, size_t index, const std::string& text, json logprobs, const std::string& finish_reason) {
+  return {{"id", s.id},
+          {"object", "text_completion"},
+          {"created", s.created},
+          {"model", s.model},
+          {"choices",
+           json::array({{{"index", index},
+                         {"text", text},
+                         {"logprobs", std::move(logprobs)},
+                         {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}}})}};
+}
+
+bool write_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string event = "data: " + data + "\n\n";
+  return sink.write(event.data(), event.size());
+}
+
+// Sends what the job has settled since the last call (blocking until it moves); false when the
+// client has gone.
+bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink) {
+  const CompletionRequest& request = s.admission.request;
+  const std::vector<PromptRun>& prompts = s.admission.prompts;
+  if (!s.started) {
+    s.started = true;
+    if (request.echo)
+      for (size_t i = 0; i < prompts.size(); ++i)
+        if (!write_event(sink, dump_json(chunk(s, i, prompts[i].text, nullptr, "")))) return false;
+  }
+  s.seen = s.admission.job->wait(s.seen);
+  std::vector<GenerationResult> results;
+  {
+    const auto lock = s.admission.job->lock();
+    results = s.admission.job->results();
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (s.finished[i]) continue;
+    const OpenAiChoice c = openai_choice(service, request, results[i]);
+    const size_t settled = c.finish_reason.empty() ? settled_length(c.text, request.stop) : c.text.size();
+    if (settled <= s.text_sent[i] && c.finish_reason.empty()) continue;
+    const std::string delta = settled > s.text_sent[i] ? c.text.substr(s.text_sent[i], settled - s.text_sent[i]) : "";
+    json logprobs = nullptr;
+    if (request.log_probs) {
+      const size_t lead = request.echo ? prompts[i].text.size() : 0;
+      logprobs = openai_logprobs(service, request, prompts[i], results[i], s.tokens_sent[i], c.tokens.size(),
+                                 s.tokens_sent[i] == 0 ? 0 : lead + s.text_sent[i]);
+      s.tokens_sent[i] = c.tokens.size();
+    }
+    s.text_sent[i] = settled;
+    s.finished[i] = !c.finish_reason.empty();
+    if (!write_event(sink, dump_json(chunk(s, i, delta, std::move(logprobs), c.finish_reason)))) return false;
+  }
+  if (std::all_of(s.finished.begin(), s.finished.end(), [](bool f) { return f; })) {
+    if (!write_event(sink, "[DONE]")) return false;
+    sink.done();
+  }
+  return true;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(GenerationService& service, const ServerOptions& options)
+    : service_(service), options_(options), server_(std::make_unique<httplib::Server>()) {
+  // A worker per admitted request and a few for the quick answers (health, refusals).
+  const size_t threads = static_cast<size_t>(options_.max_concurrent) + 4;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
+  server_->set_keep_alive_timeout(1);  // an idle connection holds a worker (and a drain) at most this long
+  route();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+int HttpServer::start() {
+  int port = options_.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(options_.host);
+    MT_CHECK(port > 0) << "cannot listen on " << options_.host << " (any port)";
+  } else {
+    MT_CHECK(server_->bind_to_port(options_.host, port))
+        << "cannot listen on " << options_.host << ":" << port << " (in use, or not an address of this machine)";
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return port;
+}
+
+void HttpServer::stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+void HttpServer::route() {
+  httplib::Server& s = *server_;
+  const auto guarded = [](std::function<void(const httplib::Request&, httplib::Response&)> body) {
+    return [body](const httplib::Request& req, httplib::Response& res) {
+      try {
+        body(req, res);
+      } catch (const RequestError& e) {
+        send_error(res, e.status, e.field, e.what());
+      } catch (const std::exception& e) {
+        send_error(res, 500, "", std::string("internal error: ") + e.what());
+      }
+    };
+  };
+
+  const auto megatron_api = guarded([this](const httplib::Request& req, httplib::Response& res) {
+    CompletionRequest request =
+        parse_megatron_request(parse_body(req), options_.limits, service_.tokenizer().vocab_size());
+    const Admission a = admit(service_, std::move(request));
+    send_json(res, 200, megatron_response(service_, a.request, a.prompts, wait_for(*a.job)));
+  });
+  static std::atomic<uint64_t> next_id{0};
+  const auto completions = guarded([this](const httplib::Request& req, httplib::Response& res) {
+    CompletionRequest request = parse_openai_request(parse_body(req), options_.limits);
+    const std::string id = "cmpl-" + std::to_string(next_id++);
+    const std::string model = request.model.empty() ? options_.model_name : request.model;
+    auto stream = std::make_shared<Stream>();
+    stream->admission = admit(service_, std::move(request));
+    if (!stream->admission.request.stream) {
+      const Admission& a = stream->admission;
+      send_json(res, 200, openai_response(service_, a.request, a.prompts, wait_for(*a.job), id, unix_seconds(), model));
+      return;
+    }
+    const size_t n = stream->admission.prompts.size();
+    stream->id = id;
+    stream->model = model;
+    stream->created = unix_seconds();
+    stream->text_sent.assign(n, 0);
+    stream->tokens_sent.assign(n, 0);
+    stream->finished.assign(n, false);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, stream](size_t, httplib::DataSink& sink) { return stream_more(service_, *stream, sink); },
+        [this, stream](bool success) {
+          if (!success) service_.cancel(stream->admission.job);  // the client left: free its slots
+        });
+  });
+  const auto health = [this](const httplib::Request&, httplib::Response& res) {
+    if (service_.draining())
+      send_json(res, 503, {{"status", "draining"}});
+    else
+      send_json(res, 200, {{"status", "ok"}, {"active_requests", service_.active_jobs()}});
+  };
+  const auto models = [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"},
+                         {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"owned_by", "megatron.cpp"}}})}});
+  };
+
+  // Each path answers its own method and 405 for the others.
+  const auto not_allowed = [](const std::string& allow) {
+    return [allow](const httplib::Request& req, httplib::Response& res) {
+      res.set_header("Allow", allow);
+      send_error(res, 405, "", req.method + " " + req.path + " is not allowed; use " + allow);
+    };
+  };
+  struct Route {
+    std::string path, method;
+    httplib::Server::Handler handler;
+  };
+  const std::vector<Route> routes = {{"/api", "PUT", megatron_api},          {"/v1/completions", "POST", completions},
+                                     {"/completions", "POST", completions}, {"/health", "GET", health},
+                                     {"/v1/models", "GET", models}};
+  for (const Route& r : routes) {
+    const auto handler = [&](const std::string& method) { return method == r.method ? r.handler : not_allowed(r.method); };
+    s.Get(r.path, handler("GET"));
+    s.Post(r.path, handler("POST"));
+    s.Put(r.path, handler("PUT"));
+    s.Patch(r.path, handler("PATCH"));
+    s.Delete(r.path, handler("DELETE"));
+  }
+  // httplib's own refusals (no route, body too large, unreadable request) get a JSON body too.
+  const int64_t max_body = options_.max_body_bytes;
+  s.set_error_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+    if (res.status == 404) message = "no endpoint " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is larger than the server's " + std::to_string(max_body) +
+                                     " bytes (--max-request-bytes)";
+    send_error(res, res.status, "", message);
+  });
+}
+
+}  // namespace mt
