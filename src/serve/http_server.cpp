@@ -53,9 +53,17 @@ Admission admit(GenerationService& service, CompletionRequest request) {
     PromptRun p;
     if (request.prompt_ids.empty()) {
       p.text = request.prompt_texts[i];
-      p.tokens = service.encode(p.text);
+      try {
+        p.tokens = service.encode(p.text);
+      } catch (const Error& e) {  // text the tokenizer cannot read (NullTokenizer: not ids)
+        throw RequestError(400, field, "prompt " + std::to_string(i) + ": " + e.what());
+      }
     } else {
       p.tokens = request.prompt_ids[i];
+      for (const int32_t t : p.tokens)
+        if (t >= service.tokenizer().vocab_size())
+          throw RequestError(400, field, "token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                             std::to_string(service.tokenizer().vocab_size()) + ")");
       p.text = service.decode(p.tokens);
     }
     if (request.add_bos) {
@@ -241,7 +249,9 @@ void HttpServer::route() {
     if (service_.draining())
       send_json(res, 503, {{"status", "draining"}});
     else
-      send_json(res, 200, {{"status", "ok"}, {"active_requests", service_.active_jobs()}});
+      send_json(res, 200, {{"status", "ok"},
+                           {"active_requests", service_.active_jobs()},
+                           {"cancelled_requests", service_.cancelled_jobs()}});
   };
   const auto models = [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"object", "list"},

@@ -120,6 +120,11 @@ void GenerationService::cancel(const std::shared_ptr<Job>& job) {
   work_.notify_one();
 }
 
+int64_t GenerationService::cancelled_jobs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cancelled_;
+}
+
 bool GenerationService::stop_check(size_t id, const std::vector<int32_t>& generated) const {
   const Admitted& a = admitted_.at(id);
   if (a.stop.empty() && a.stop_keep.empty()) return false;
@@ -219,7 +224,10 @@ void GenerationService::run(const std::atomic<bool>& stop) {
           ++job->version_;
         }
         job->changed_.notify_all();
-        if (ended) --active_;
+        if (ended) {
+          --active_;
+          ++cancelled_;
+        }
         pending_.erase(std::remove(pending_.begin(), pending_.end(), job), pending_.end());
         for (const auto& [id, a] : admitted_)
           if (a.job == job) changes.cancelled.push_back(id);

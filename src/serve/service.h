@@ -70,6 +70,7 @@ class GenerationService {
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(std::span<const int32_t> ids) const;
   int64_t active_jobs() const;
+  int64_t cancelled_jobs() const;  // ended by cancel() before they finished
   bool draining() const { return draining_; }
 
   // Rank 0's loop: serves jobs until `stop` is set (a signal handler's flag, polled), then refuses
@@ -109,6 +110,7 @@ class GenerationService {
   std::vector<std::shared_ptr<Job>> pending_;          // submitted, not yet in the Generator
   std::vector<std::shared_ptr<Job>> cancel_requests_;
   int64_t active_ = 0;                                 // admitted jobs not yet done
+  int64_t cancelled_ = 0;
   std::atomic<bool> draining_{false};
 
   std::map<size_t, Admitted> admitted_;  // the loop's own (Generator id → sequence)
