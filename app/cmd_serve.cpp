@@ -28,7 +28,6 @@ void install_signal_handlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-answer is an error on its socket, not the end of us
 }
 
 }  // namespace

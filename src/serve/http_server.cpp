@@ -2,7 +2,10 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
+#include <csignal>
 #include <chrono>
 #include <random>
 
@@ -10,6 +13,13 @@
 #include "serve/responses.h"
 
 namespace mt {
+
+// httplib listens with a backlog of 5, which drops connections under a burst of clients; Linux
+// lets a listening socket's backlog be raised by calling listen again.
+class Listener : public httplib::Server {
+ public:
+  void raise_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
 
 namespace {
 
@@ -168,12 +178,11 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
 }  // namespace
 
 HttpServer::HttpServer(GenerationService& service, const ServerOptions& options)
-    : service_(service), options_(options), server_(std::make_unique<httplib::Server>()) {
+    : service_(service), options_(options), server_(std::make_unique<Listener>()) {
   // A worker per admitted request and a few for the quick answers (health, refusals).
   const size_t threads = static_cast<size_t>(options_.max_concurrent) + 4;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
-  server_->set_keep_alive_timeout(1);  // an idle connection holds a worker (and a drain) at most this long
   route();
 }
 
@@ -188,6 +197,8 @@ int HttpServer::start() {
     MT_CHECK(server_->bind_to_port(options_.host, port))
         << "cannot listen on " << options_.host << ":" << port << " (in use, or not an address of this machine)";
   }
+  static_cast<Listener&>(*server_).raise_backlog(SOMAXCONN);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that leaves mid-answer is an error on its socket, not our end
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   return port;
 }

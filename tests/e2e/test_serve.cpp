@@ -375,7 +375,7 @@ TEST(ServeHttp, ThirtyTwoConcurrentClientsAllComplete) {
         if (r && r->status == 200)
           ++ok;
         else
-          failures[k] = r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error());
+          failures[k] += "request " + std::to_string(q) + " kind " + std::to_string((k + q) % 3) + ": " + (r ? std::to_string(r->status) + " " + r->body : httplib::to_string(r.error())) + "; ";
       }
     });
   for (std::thread& t : clients) t.join();
