@@ -27,22 +27,28 @@ bool boolean(const json& body, const char* name, bool fallback, const std::strin
   return body.at(name).get<bool>();
 }
 
-int64_t integer(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi, const std::string& message) {
+// type_message for a value that is not an integer, range_message (default: the same) for one
+// outside [lo, hi].
+int64_t integer(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi,
+                const std::string& type_message, std::string range_message = "") {
   if (!given(body, name)) return fallback;
+  if (range_message.empty()) range_message = type_message;
   const json& v = body.at(name);
-  if (!v.is_number_integer()) refuse(name, message);
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) refuse(name, message);
+  if (!v.is_number_integer()) refuse(name, type_message);
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) refuse(name, range_message);
   const int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) refuse(name, message);
+  if (x < lo || x > hi) refuse(name, range_message);
   return x;
 }
 
-double number(const json& body, const char* name, double fallback, double lo, double hi, const std::string& message) {
+double number(const json& body, const char* name, double fallback, double lo, double hi,
+              const std::string& type_message, std::string range_message = "") {
   if (!given(body, name)) return fallback;
+  if (range_message.empty()) range_message = type_message;
   const json& v = body.at(name);
-  if (!v.is_number()) refuse(name, message);
+  if (!v.is_number()) refuse(name, type_message);
   const double x = v.get<double>();
-  if (!(x >= lo && x <= hi)) refuse(name, message);
+  if (!(x >= lo && x <= hi)) refuse(name, range_message);
   return x;
 }
 
@@ -58,7 +64,8 @@ constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
 CompletionRequest parse_megatron_request(const json& body, const RequestLimits& limits, int64_t vocab_size) {
   if (!body.is_object()) refuse("", "the request body must be a JSON object");
-  // Megatron's own refusals of the fields it renamed come before anything else.
+  // Megatron's order: prompts must be there, then the renamed fields are refused.
+  if (!body.contains("prompts")) refuse("prompts", "prompts argument required");
   if (body.contains("max_len")) refuse("max_len", "max_len is no longer used.  Replace with tokens_to_generate");
   if (body.contains("sentences")) refuse("sentences", "sentences is no longer used.  Replace with prompts");
   refuse_unknown_fields(body, {"prompts", "tokens_to_generate", "logprobs", "temperature", "top_k", "top_p",
@@ -67,7 +74,6 @@ CompletionRequest parse_megatron_request(const json& body, const RequestLimits& 
                                "length_penalty"});
   CompletionRequest r;
   r.api = RequestApi::megatron;
-  if (!body.contains("prompts")) refuse("prompts", "prompts argument required");
   const json& prompts = body.at("prompts");
   if (!prompts.is_array() || !std::all_of(prompts.begin(), prompts.end(), [](const json& p) { return p.is_string(); }))
     refuse("prompts", "prompts is not a list of strings");
@@ -76,7 +82,7 @@ CompletionRequest parse_megatron_request(const json& body, const RequestLimits& 
     refuse("prompts", "Maximum number of prompts is " + std::to_string(limits.max_prompts));
   for (const json& p : prompts) r.prompt_texts.push_back(p.get<std::string>());
 
-  r.tokens_to_generate = integer(body, "tokens_to_generate", 64, 0, kMaxInt,
+  r.tokens_to_generate = integer(body, "tokens_to_generate", 64, 0, kMaxInt, "tokens_to_generate must be an integer greater than 0",
                                  "tokens_to_generate must be an integer greater than or equal to 0");
   r.log_probs = boolean(body, "logprobs", false, "logprobs must be a boolean value");
   if (r.tokens_to_generate == 0 && !r.log_probs)
@@ -85,13 +91,13 @@ CompletionRequest parse_megatron_request(const json& body, const RequestLimits& 
   r.sampling.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 100.0, temperature_message));
   if (r.sampling.temperature <= 0.0f) refuse("temperature", temperature_message);
   r.sampling.top_k = integer(body, "top_k", 0, 0, 1000,
-                             "top_k must be an integer equal to or greater than 0 and less than or equal to 1000");
+                             "top_k must be an integer equal to or greater than 0 and less than or equal to 1000",
+                             "top_k must be equal to or greater than 0 and less than or equal to 1000");
   r.sampling.top_p = static_cast<float>(
       number(body, "top_p", 0.0, -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(),
              "top_p must be a positive float less than or equal to 1.0"));
   if (r.sampling.top_p > 0.0f && r.sampling.top_k > 0) refuse("top_p", "cannot set both top-k and top-p samplings.");
-  if (!(r.sampling.top_p >= 0.0f && r.sampling.top_p <= 1.0f))
-    refuse("top_p", "top_p must be a positive float less than or equal to 1.0");
+  if (!(r.sampling.top_p >= 0.0f && r.sampling.top_p <= 1.0f)) refuse("top_p", "top_p must be less than or equal to 1.0");
   refuse_unless_off(body, "top_p_decay", 0.0, "top-p decay");
   refuse_unless_off(body, "top_p_bound", 0.0, "top-p bound");
   r.add_bos = boolean(body, "add_BOS", false, "add_BOS must be a boolean value");

@@ -263,6 +263,55 @@ TEST(Inference, EodAndStopChecksEndRequests) {
   EXPECT_EQ(scored.prompt_log_probs.size(), 3u);
 }
 
+// A cancelled request, waiting or running, leaves: its slot goes to the next one, whose result is
+// what it gets alone. A request's own stop token ends it in place of the generator's EOD.
+TEST(Inference, CancelledRequestsLeaveAndStopTokensEndRequests) {
+  auto engine = engine_for(llama_style(), 8, 1);
+  GenerationRequest a, b, c;
+  a.prompt = sequence(5, 1);
+  b.prompt = sequence(3, 2);
+  c.prompt = sequence(4, 3);
+  a.tokens_to_generate = b.tokens_to_generate = c.tokens_to_generate = 8;
+  Generator alone(*engine, -1);
+  const std::vector<int32_t> c_alone = alone.run({c})[0].tokens;
+  Generator g(*engine, -1);
+  const size_t ia = g.submit(a), ib = g.submit(b), ic = g.submit(c);
+  g.step();
+  g.step();
+  g.cancel(ia);  // running: frees the one slot
+  g.cancel(ib);  // waiting
+  EXPECT_THROW(g.result(ia), std::out_of_range);
+  std::vector<size_t> finished;
+  while (!g.idle())
+    for (size_t id : g.step()) finished.push_back(id);
+  EXPECT_EQ(finished, std::vector<size_t>{ic});
+  EXPECT_EQ(g.result(ic).tokens, c_alone);
+
+  ASSERT_GE(c_alone.size(), 3u);
+  c.stop_token = c_alone[2];
+  const size_t first = static_cast<size_t>(std::find(c_alone.begin(), c_alone.end(), c_alone[2]) - c_alone.begin());
+  const GenerationResult stopped = alone.run({c})[0];
+  EXPECT_EQ(stopped.finish_reason, "eod");
+  EXPECT_EQ(stopped.tokens, std::vector<int32_t>(c_alone.begin(), c_alone.begin() + first + 1));
+}
+
+// What a cap on cache memory divides is what the engine allocates per slot.
+TEST(Inference, KvCacheBytesPerSlotIsWhatTheEngineHolds) {
+  for (ModelConfig c : {gpt2_style(), llama_style()}) {
+    c.max_position_embeddings = 24;
+    c.finalize();
+    for (int64_t slots : {1, 3}) {
+      MemoryTracker memory;
+      EngineOptions o;
+      o.slots = slots;
+      o.max_sequence_length = 20;
+      InferenceEngine engine(c, cpu_backend(), &memory, o);
+      const int64_t rope = c.position_embedding_type == PositionEmbedding::rope ? 2 * 24 * c.kv_channels / 2 * 4 : 0;
+      EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::activations)), slots * kv_cache_bytes_per_slot(c, 20) + rope);
+    }
+  }
+}
+
 TEST(Inference, StepsOutsideTheEngineAreRefused) {
   auto engine = engine_for(gpt2_style(), 1, 2);
   const std::vector<int32_t> t = sequence(30, 1);
