@@ -24,6 +24,11 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
   const CheckpointReader& checkpoint = *s->checkpoint;
   ModelConfig& model = s->model;
   apply_model_record(checkpoint.manifest().model, checkpoint.dir() + "/manifest.json", model);
+  // Settings that change the function but not the tensors: the command line's replace the record.
+  if (o.given("--norm-epsilon")) model.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
+  if (o.given("--rotary-base")) model.rotary_base = o.real("--rotary-base");
+  MT_CHECK(!(o.flag("--bf16") && o.flag("--fp16"))) << "pass one of --bf16 and --fp16";
+  s->activation_dtype = o.flag("--bf16") ? DType::bf16 : o.flag("--fp16") ? DType::f16 : checkpoint.manifest().params_dtype;
   model.seq_length = model.max_position_embeddings;
   model.hidden_dropout = model.attention_dropout = 0.0f;
   model.tensor_model_parallel_size = world ? world->size() : 1;
@@ -56,7 +61,7 @@ void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t 
     options.slots = std::min(slots, fit);
   }
   options.max_step_tokens = o.integer("--inference-max-step-tokens");
-  options.activation_dtype = checkpoint->manifest().params_dtype;
+  options.activation_dtype = activation_dtype;
   options.tp_comm = tp > 1 ? world : nullptr;
   engine = std::make_unique<InferenceEngine>(model, cpu_backend(), &memory, options);
   checkpoint->read_weights(engine->params().params(), tp, rank);

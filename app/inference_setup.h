@@ -1,7 +1,8 @@
 // What `generate` and `serve` both start from: the checkpoint under --load (its latest step, or
 // --ckpt-step) read into an inference engine for this tensor-parallel rank, and the tokenizer the
-// checkpoint records (or the one the tokenizer flags name). The ranks of `world` form one
-// tensor-parallel group.
+// checkpoint records (or the one the tokenizer flags name). The model is the one the checkpoint
+// records; --norm-epsilon, --rotary-base and --bf16 / --fp16 on the command line replace what
+// changes its function but not its tensors. The ranks of `world` form one tensor-parallel group.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ struct InferenceSetup {
 
   std::unique_ptr<CheckpointReader> checkpoint;
   ModelConfig model;  // the checkpoint's, split over the tp group
+  DType activation_dtype = DType::f32;  // the checkpoint's (--bf16 / --fp16 replace it)
   std::unique_ptr<Tokenizer> tokenizer;
   MemoryTracker memory;
   std::unique_ptr<InferenceEngine> engine;

@@ -25,9 +25,9 @@ const std::vector<OptionSpec> kTable = {
     {"--seq-length", T::integer, "128", "sequence length", "", "train"},
     {"--max-position-embeddings", T::integer, "", "rows of the learned position table (default seq length)", "", "train"},
     {"--position-embedding-type", T::choice, "learned_absolute", "position embedding", "learned_absolute|rope", "train"},
-    {"--rotary-base", T::real, "10000", "RoPE base", "", "train"},
+    {"--rotary-base", T::real, "10000", "RoPE base (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--normalization", T::choice, "LayerNorm", "normalization layer", "LayerNorm|RMSNorm", "train"},
-    {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms", "", "train"},
+    {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--swiglu", T::flag, "", "SwiGLU MLP activation", "", "train"},
     {"--openai-gelu", T::flag, "", "GeLU in its tanh approximation (GPT-2)", "", "train"},
     {"--disable-bias-linear", T::flag, "", "no biases in linear layers", "", "train"},
@@ -88,8 +88,8 @@ const std::vector<OptionSpec> kTable = {
     {"--weight-decay-incr-style", T::choice, "constant", "weight-decay ramp over the run", "constant|linear|cosine", "train"},
     // Optimizer.
     // Precision and recomputation.
-    {"--bf16", T::flag, "", "bf16 parameters and activations, f32 main parameters and gradients", "", "train"},
-    {"--fp16", T::flag, "", "fp16 parameters and activations with dynamic loss scaling", "", "train"},
+    {"--bf16", T::flag, "", "bf16 parameters and activations, f32 main parameters and gradients (generate, serve: bf16 activations)", "", "train,generate,serve"},
+    {"--fp16", T::flag, "", "fp16 parameters and activations with dynamic loss scaling (generate, serve: fp16 activations)", "", "train,generate,serve"},
     {"--loss-scale", T::real, "", "constant loss scale (fp16/bf16); unset: dynamic scaling under --fp16", "", "train"},
     {"--initial-loss-scale", T::real, "4294967296", "starting dynamic loss scale", "", "train"},
     {"--min-loss-scale", T::real, "1.0", "floor of the dynamic loss scale", "", "train"},

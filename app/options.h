@@ -27,6 +27,8 @@ class Options {
  public:
   // Has a value: from the command line, the --config file or a default (flags: set).
   bool has(const std::string& name) const;
+  // Given on the command line (not a default, nor from --config).
+  bool given(const std::string& name) const { return given_.count(name) > 0; }
   long long integer(const std::string& name) const;
   double real(const std::string& name) const;
   bool flag(const std::string& name) const;
