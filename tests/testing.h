@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -194,6 +195,19 @@ inline ModelConfig tiny_gpt(bool llama, int64_t seq_length, AttentionImpl impl =
   }
   c.finalize();
   return c;
+}
+
+// NullTokenizer text: token ids written as space-separated integers, and back.
+inline std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (const int32_t t : ids) s += (s.empty() ? "" : " ") + std::to_string(t);
+  return s;
+}
+inline std::vector<int32_t> text_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::istringstream in(text);
+  for (int32_t t; in >> t;) ids.push_back(t);
+  return ids;
 }
 
 }  // namespace mt::test

@@ -30,6 +30,8 @@ namespace mt {
 namespace {
 
 using json = nlohmann::json;
+using test::ids_text;
+using test::text_ids;
 
 constexpr int64_t kVocab = 200;  // NullTokenizer: EOD 199
 
@@ -60,19 +62,6 @@ std::unique_ptr<InferenceEngine> tiny_engine(int64_t slots, int64_t max_len = 64
   auto engine = std::make_unique<InferenceEngine>(m, cpu_backend(), nullptr, o);
   engine->params().init(5);
   return engine;
-}
-
-std::string ids_text(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (const int32_t t : ids) s += (s.empty() ? "" : " ") + std::to_string(t);
-  return s;
-}
-
-std::vector<int32_t> text_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::istringstream in(text);
-  for (int32_t t; in >> t;) ids.push_back(t);
-  return ids;
 }
 
 // What the Generator makes for these prompts alone (eod 199 unless given).

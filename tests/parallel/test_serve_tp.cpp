@@ -52,24 +52,11 @@ std::unique_ptr<InferenceEngine> engine(int tp, Communicator* comm) {
   return e;
 }
 
-std::vector<int32_t> text_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::istringstream in(text);
-  for (int32_t t; in >> t;) ids.push_back(t);
-  return ids;
-}
-
 struct Case {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int kind;  // 0: PUT /api, 1: POST /v1/completions, 2: streamed
 };
-
-std::string ids_text(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (const int32_t t : ids) s += (s.empty() ? "" : " ") + std::to_string(t);
-  return s;
-}
 
 // The generated tokens a client receives for one case.
 std::vector<int32_t> ask(httplib::Client& c, const Case& k, int64_t tokens) {
