@@ -16,7 +16,8 @@ void Generator::validate(const GenerationRequest& r) const {
   const int64_t max_len = engine_.max_sequence_length(), vocab = engine_.config().vocab_size;
   MT_CHECK(!r.prompt.empty()) << "the prompt is empty";
   MT_CHECK(r.tokens_to_generate >= 0) << "tokens to generate must be >= 0, got " << r.tokens_to_generate;
-  MT_CHECK(static_cast<int64_t>(r.prompt.size()) + r.tokens_to_generate <= max_len)
+  // (Compared as a difference: a huge token count must not overflow past the check.)
+  MT_CHECK(r.tokens_to_generate <= max_len - static_cast<int64_t>(r.prompt.size()))
       << r.prompt.size() << " prompt tokens + " << r.tokens_to_generate << " to generate exceed the " << max_len
       << " positions a sequence may hold";
   for (int32_t t : r.prompt) MT_CHECK(t >= 0 && t < vocab) << "token id " << t << " is outside [0, " << vocab << ")";

@@ -26,8 +26,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   bool log_probs = false;       // of the prompt's tokens (all but the first) and of each generated one
   int64_t top_n_log_probs = 0;  // the n most likely tokens at each generated position
-  // The draws of this request are keyed by (sampling.seed, stream, step): its output depends on
-  // its prompt, settings and stream alone, never on what else is running (run: the index).
+  // The draws of this request are keyed by (sampling.seed, stream, step), never by what else is
+  // running (run: the index); its logits are rounded as the step's batch shape rounds them, so a
+  // draw at the edge between two tokens may, rarely, fall the other way in another batch.
   uint64_t stream = 0;
   // The token that ends this request in place of the generator's eod (Megatron's stop_token).
   std::optional<int32_t> stop_token;

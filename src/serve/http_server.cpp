@@ -66,7 +66,7 @@ Admission admit(GenerationService& service, CompletionRequest request) {
       try {
         p.tokens = service.encode(p.text);
       } catch (const Error& e) {  // text the tokenizer cannot read (NullTokenizer: not ids)
-        throw RequestError(400, field, "prompt " + std::to_string(i) + ": " + e.what());
+        throw RequestError(400, field, "prompt " + std::to_string(i) + ": " + client_message(e.what()));
       }
     } else {
       p.tokens = request.prompt_ids[i];
@@ -99,10 +99,12 @@ Admission admit(GenerationService& service, CompletionRequest request) {
   return a;
 }
 
+// The job's results once it is done (a server failure is a 500).
 std::vector<GenerationResult> wait_for(Job& job) {
   uint64_t seen = 0;
   while (!job.done()) seen = job.wait(seen);
   const auto lock = job.lock();
+  if (!job.error().empty()) throw RequestError(500, "", job.error());
   return job.results();
 }
 
@@ -147,9 +149,16 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
   }
   s.seen = s.admission.job->wait(s.seen);
   std::vector<GenerationResult> results;
+  std::string error;
   {
     const auto lock = s.admission.job->lock();
     results = s.admission.job->results();
+    error = s.admission.job->error();
+  }
+  if (!error.empty()) {  // the status is sent: the stream ends with an error event
+    write_event(sink, dump_json(error_json(500, "", error)));
+    sink.done();
+    return true;
   }
   for (size_t i = 0; i < results.size(); ++i) {
     if (s.finished[i]) continue;
@@ -205,6 +214,10 @@ int HttpServer::start() {
 
 void HttpServer::stop() {
   if (!thread_.joinable()) return;
+  // httplib ends a stream between two of its writes once it is stopping: let the streams of
+  // finished jobs write their last events first (a stream whose job still runs waits on it).
+  for (int i = 0; i < 1000 && open_streams_ > 0 && service_.active_jobs() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   server_->stop();
   thread_.join();
 }
@@ -249,11 +262,13 @@ void HttpServer::route() {
     stream->tokens_sent.assign(n, 0);
     stream->finished.assign(n, false);
     res.set_header("Cache-Control", "no-cache");
+    ++open_streams_;
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, stream](size_t, httplib::DataSink& sink) { return stream_more(service_, *stream, sink); },
         [this, stream](bool success) {
           if (!success) service_.cancel(stream->admission.job);  // the client left: free its slots
+          --open_streams_;
         });
   });
   const auto health = [this](const httplib::Request&, httplib::Response& res) {
@@ -297,8 +312,12 @@ void HttpServer::route() {
     if (!res.body.empty()) return;
     std::string message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
     if (res.status == 404) message = "no endpoint " + req.method + " " + req.path;
-    if (res.status == 413) message = "the request body is larger than the server's " + std::to_string(max_body) +
-                                     " bytes (--max-request-bytes)";
+    if (res.status == 413)
+      message = req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
+                    ? "a form-encoded body is limited to 8192 bytes: send JSON with Content-Type: application/json "
+                      "(curl -d sends a form unless told -H 'Content-Type: application/json')"
+                    : "the request body is larger than the server's " + std::to_string(max_body) +
+                          " bytes (--max-request-bytes)";
     send_error(res, res.status, "", message);
   });
 }

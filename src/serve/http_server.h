@@ -5,6 +5,7 @@
 // thread then waits for the job. Every refusal is a 4xx with a JSON error naming the field.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +47,7 @@ class HttpServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  std::atomic<int> open_streams_{0};  // streamed answers not yet ended
 };
 
 }  // namespace mt

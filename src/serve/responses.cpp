@@ -18,6 +18,16 @@ json error_json(int status, const std::string& field, const std::string& message
             {"code", status}}}};
 }
 
+std::string client_message(const std::string& what) {
+  std::string m = what;
+  const std::string check = "check failed: ";
+  if (m.rfind(check, 0) == 0 && m.find(": ", check.size()) != std::string::npos)
+    m = m.substr(m.find(": ", check.size()) + 2);
+  const size_t where = m.rfind(" [");
+  if (where != std::string::npos && m.back() == ']') m.resize(where);
+  return m;
+}
+
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop, bool* cut) {
   size_t at = std::string::npos;
   for (const std::string& s : stop)
@@ -29,11 +39,14 @@ std::string cut_at_stop(const std::string& text, const std::vector<std::string>&
 size_t settled_length(const std::string& text, const std::vector<std::string>& stop) {
   size_t n = text.size();
   for (const std::string& s : stop)  // the longest tail that is a proper prefix of a stop string
-    for (size_t k = std::min(s.size() - 1, text.size()); k > 0; --k)
+    for (size_t k = s.empty() ? 0 : std::min(s.size() - 1, text.size()); k > 0; --k)
       if (text.compare(text.size() - k, k, s, 0, k) == 0) {
         n = std::min(n, text.size() - k);
         break;
       }
+  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  while (n >= replacement.size() && text.compare(n - replacement.size(), replacement.size(), replacement) == 0)
+    n -= replacement.size();
   // A UTF-8 lead byte within the last three whose character does not fit before n.
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
     const auto c = static_cast<unsigned char>(text[n - back]);
@@ -69,6 +82,12 @@ OpenAiChoice openai_choice(const GenerationService& service, const CompletionReq
   if (result.finish_reason == "eod") c.tokens.pop_back();  // the EOD that ended it is not text
   bool cut = false;
   c.text = cut_at_stop(service.decode(c.tokens), request.stop, &cut);
+  if (cut)  // the tokens the cut text still needs
+    for (size_t k = 0; k <= c.tokens.size(); ++k)
+      if (service.decode(std::span<const int32_t>(c.tokens.data(), k)).size() >= c.text.size()) {
+        c.tokens.resize(k);
+        break;
+      }
   if (cut || result.finish_reason == "eod" || result.finish_reason == "stop")
     c.finish_reason = "stop";
   else if (!result.finish_reason.empty())

@@ -22,10 +22,15 @@ std::string dump_json(const nlohmann::json& j);
 // {"error": {"message", "type", "param", "code"}} (OpenAI's shape, used by every endpoint).
 nlohmann::json error_json(int status, const std::string& field, const std::string& message);
 
+// An mt::Error's message as a client should read it: without the failed condition's source text
+// and the [file:line] that follow it for developers.
+std::string client_message(const std::string& what);
+
 // `text` cut before the first occurrence of any stop string; `cut` says whether one occurred.
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop, bool* cut = nullptr);
 // How much of `text` (an unfinished generation, already cut) a stream may send: not a tail that
-// could be the start of a stop string, nor an incomplete UTF-8 character at the end.
+// could be the start of a stop string, nor an incomplete UTF-8 character at the end, nor trailing
+// U+FFFD (a tokenizer's stand-in for a character whose bytes have not all come yet).
 size_t settled_length(const std::string& text, const std::vector<std::string>& stop);
 
 // One prompt of a request as the server ran it.
@@ -43,7 +48,7 @@ nlohmann::json megatron_response(const GenerationService& service, const Complet
 struct OpenAiChoice {
   std::string text;             // the generation (cut at a stop string, no EOD), after the prompt when echoed
   std::string finish_reason;    // "length" or "stop" (EOD or a stop string); "" while running
-  std::vector<int32_t> tokens;  // the generated tokens the text covers
+  std::vector<int32_t> tokens;  // the generated tokens the text covers (up to a stop string's cut)
 };
 OpenAiChoice openai_choice(const GenerationService& service, const CompletionRequest& request,
                            const GenerationResult& result);

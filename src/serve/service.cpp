@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "serve/requests.h"
+#include "serve/responses.h"
 
 namespace mt {
 
@@ -94,7 +95,7 @@ std::shared_ptr<Job> GenerationService::submit(std::vector<JobSequence> sequence
     try {
       generator_.validate(s.request);
     } catch (const Error& e) {
-      throw RequestError(400, field, e.what());
+      throw RequestError(400, field, client_message(e.what()));
     }
   }
   auto job = std::make_shared<Job>(std::move(sequences));
@@ -203,7 +204,41 @@ bool GenerationService::apply_and_step(Changes& changes) {
   return true;
 }
 
+bool GenerationService::end_job(Job& job, const std::string& reason, const std::string& error) {
+  bool ended = false;
+  {
+    std::lock_guard<std::mutex> lock(job.mutex_);
+    for (GenerationResult& r : job.results_)
+      if (r.finish_reason.empty()) r.finish_reason = reason;
+    ended = job.finished_ < job.sequences_.size();
+    job.finished_ = job.sequences_.size();
+    if (ended) job.error_ = error;
+    ++job.version_;
+  }
+  job.changed_.notify_all();
+  return ended;
+}
+
+void GenerationService::fail_all(const std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  draining_ = true;
+  for (const std::shared_ptr<Job>& job : pending_) end_job(*job, "error", error);
+  for (const auto& [id, a] : admitted_)
+    if (a.job) end_job(*a.job, "error", error);
+  pending_.clear();
+  active_ = 0;
+}
+
 void GenerationService::run(const std::atomic<bool>& stop) {
+  try {
+    serve(stop);
+  } catch (const std::exception& e) {
+    fail_all(std::string("the server failed: ") + e.what());
+    throw;
+  }
+}
+
+void GenerationService::serve(const std::atomic<bool>& stop) {
   for (;;) {
     Changes changes;
     {
@@ -214,17 +249,7 @@ void GenerationService::run(const std::atomic<bool>& stop) {
         work_.wait_for(lock, std::chrono::milliseconds(100));
       }
       for (const std::shared_ptr<Job>& job : cancel_requests_) {
-        bool ended = false;
-        {
-          std::lock_guard<std::mutex> job_lock(job->mutex_);
-          for (GenerationResult& r : job->results_)
-            if (r.finish_reason.empty()) r.finish_reason = "cancelled";
-          ended = job->finished_ < job->sequences_.size();
-          job->finished_ = job->sequences_.size();
-          ++job->version_;
-        }
-        job->changed_.notify_all();
-        if (ended) {
+        if (end_job(*job, "cancelled", "")) {
           --active_;
           ++cancelled_;
         }

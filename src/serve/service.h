@@ -42,6 +42,8 @@ class Job {
   std::unique_lock<std::mutex> lock() const { return std::unique_lock<std::mutex>(mutex_); }
   // Each sequence's result so far (finish_reason set once it ended). Hold lock() while reading.
   const std::vector<GenerationResult>& results() const { return results_; }
+  // Why the server could not finish the job ("" when it did). Hold lock() while reading.
+  const std::string& error() const { return error_; }
 
  private:
   friend class GenerationService;
@@ -51,6 +53,7 @@ class Job {
   std::vector<GenerationResult> results_;
   size_t finished_ = 0;
   uint64_t version_ = 0;
+  std::string error_;
 };
 
 class GenerationService {
@@ -74,7 +77,9 @@ class GenerationService {
   bool draining() const { return draining_; }
 
   // Rank 0's loop: serves jobs until `stop` is set (a signal handler's flag, polled), then refuses
-  // new jobs, finishes the admitted ones, tells the followers to stop, and returns.
+  // new jobs, finishes the admitted ones, tells the followers to stop, and returns. When a step
+  // fails, every job ends with the error (their clients get 500), new ones are refused, and the
+  // exception propagates.
   void run(const std::atomic<bool>& stop);
   // The other ranks: applies rank 0's broadcasts until it stops.
   void follow();
@@ -97,6 +102,11 @@ class GenerationService {
   bool apply_and_step(Changes& changes);
   void share(Changes& changes);  // rank 0 broadcasts, followers receive
   bool stop_check(size_t id, const std::vector<int32_t>& generated) const;
+  void serve(const std::atomic<bool>& stop);
+  // Ends every job, waiting or admitted, with `error`.
+  void fail_all(const std::string& error);
+  // Ends `job` now (its unfinished sequences get `reason`); false when it had already ended.
+  static bool end_job(Job& job, const std::string& reason, const std::string& error);
   void publish(size_t id, bool finished);
 
   Generator& generator_;

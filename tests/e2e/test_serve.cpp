@@ -277,6 +277,69 @@ TEST(ServeHttp, StreamedCompletionParsesAsEventsAndAddsUpToTheWholeAnswer) {
   }
 }
 
+TEST(ServeHttp, LogprobsCoverTheTextAStopStringLeaves) {
+  Server server;
+  const auto greedy = reference({kPrompts[2]}, 8, SamplingParams{1.0f, 1, 0.0f, 0})[0].tokens;
+  // A stop string that first occurs where generated token k's text starts: the text keeps k tokens.
+  const std::string all = ids_text(greedy);
+  std::string stop;
+  std::vector<int32_t> kept;
+  for (size_t k = 1; k < greedy.size() && stop.empty(); ++k) {
+    const std::string before = ids_text(std::vector<int32_t>(greedy.begin(), greedy.begin() + k));
+    const std::string candidate = " " + std::to_string(greedy[k]);
+    if (all.find(candidate) == before.size()) {
+      stop = candidate;
+      kept.assign(greedy.begin(), greedy.begin() + k);
+    }
+  }
+  if (stop.empty()) GTEST_SKIP() << "every generated token repeats an earlier one";
+  const json body = body_of(server.client().Post(
+      "/v1/completions",
+      json{{"prompt", kPrompts[2]}, {"max_tokens", 8}, {"temperature", 0}, {"stop", stop}, {"logprobs", 0}}.dump(),
+      "application/json"));
+  const json& choice = body.at("choices")[0];
+  EXPECT_EQ(choice.at("finish_reason"), "stop");
+  EXPECT_EQ(choice.at("text"), ids_text(kept));
+  EXPECT_EQ(choice.at("logprobs").at("tokens").size(), kept.size());
+}
+
+// A tokenizer whose decode fails: the stop check inside the generation loop throws.
+class FailingDecode : public NullTokenizer {
+ public:
+  FailingDecode() : NullTokenizer(kVocab) {}
+  std::string decode(std::span<const int32_t>) const override { MT_FAIL() << "decode failed"; }
+};
+
+TEST(ServeHttp, AFailedStepEndsEveryRequestWith500AndStopsTheLoop) {
+  FailingDecode tokenizer;
+  auto engine = tiny_engine(2);
+  Generator generator(*engine, kVocab - 1);
+  GenerationService service(generator, tokenizer, nullptr, 8);
+  ServerOptions o;
+  o.port = 0;
+  HttpServer http(service, o);
+  const int port = http.start();
+  std::atomic<bool> stop{false};
+  std::string loop_error;
+  std::thread loop([&] {
+    try {
+      service.run(stop);
+    } catch (const std::exception& e) {
+      loop_error = e.what();
+    }
+  });
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60);
+  const auto r = c.Post("/v1/completions", json{{"prompt", "1 2"}, {"max_tokens", 4}, {"stop", "x"}}.dump(), "application/json");
+  loop.join();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500) << r->body;
+  EXPECT_NE(json::parse(r->body).at("error").at("message").get<std::string>().find("decode failed"), std::string::npos);
+  EXPECT_NE(loop_error.find("decode failed"), std::string::npos);
+  EXPECT_TRUE(service.draining());
+  http.stop();
+}
+
 struct BadRequest {
   const char* name;
   const char* method;
@@ -310,6 +373,8 @@ TEST(ServeHttp, BadRequestsGetTheirStatusAndAJsonErrorNamingTheField) {
       {"prompt the tokenizer cannot read", "POST", "/v1/completions", R"({"prompt": "one two"})", 400, "prompt"},
       {"token id beyond the vocabulary", "POST", "/v1/completions", R"({"prompt": [1, 200]})", 400, "prompt"},
       {"longer than a sequence may be", "PUT", "/api", R"({"prompts": ["1 2 3"], "tokens_to_generate": 62})", 400, "prompts"},
+      {"a token count that would overflow", "PUT", "/api",
+       R"({"prompts": ["1 2 3"], "tokens_to_generate": 9223372036854775807})", 400, "prompts"},
       {"oversized body", "POST", "/v1/completions", "{\"prompt\": \"" + std::string(5000, '1') + "\"}", 413, ""},
       {"unknown endpoint", "POST", "/v1/chat/completions", "{}", 404, ""},
       {"wrong method", "GET", "/api", "", 405, ""},

@@ -474,6 +474,22 @@ TEST(ServeText, SettledLengthHoldsBackAnUnfinishedCharacter) {
   EXPECT_EQ(settled_length("ab\xc3\xa9" "c", {"cd"}), 4u);
 }
 
+// A tokenizer that decodes an unfinished character as U+FFFD (GPT-2's) would otherwise stream
+// the stand-in and then, once the character completes, text that no longer extends what was sent.
+TEST(ServeText, SettledLengthHoldsBackTrailingReplacementCharacters) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(settled_length("a" + fffd, {}), 1u);
+  EXPECT_EQ(settled_length("a" + fffd + fffd, {}), 1u);
+  EXPECT_EQ(settled_length("a" + fffd + "b", {}), 5u);  // one inside is settled
+  EXPECT_EQ(settled_length(fffd, {}), 0u);
+}
+
+TEST(ServeText, ClientMessagesDropTheConditionAndTheSourceLine) {
+  EXPECT_EQ(client_message("check failed: a + b <= c: 3 prompt tokens exceed 2 [generate.cpp:19]"), "3 prompt tokens exceed 2");
+  EXPECT_EQ(client_message("no such token [tokenizer_null.cpp:40]"), "no such token");
+  EXPECT_EQ(client_message("plain"), "plain");
+}
+
 TEST(ServeText, DumpJsonReplacesBadUtf8) {
   const json bad = "a\xff" "b";
   EXPECT_THROW(bad.dump(), json::type_error);  // what dump_json is for
