@@ -2,7 +2,9 @@
 // and runs the trainer, printing what Megatron's pretrain_gpt.py prints on its logging rank.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +13,7 @@
 #include "app/commands.h"
 #include "app/options.h"
 #include "app/tokenizer_flags.h"
+#include "base/memory.h"
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
@@ -235,6 +238,42 @@ TrainData real_train_data(const Options& o, const ModelConfig& model, const Trai
 
 }  // namespace
 
+namespace {
+
+// --log-memory: what each layer of this rank's stages keeps between its forward and its backward,
+// per micro-batch, tensor by tensor (the activation ledger of the buffers carved for it).
+void print_activation_ledger(Trainer& trainer, const std::function<void(const std::string&)>& print) {
+  for (int c = 0; c < trainer.chunks(); ++c) {
+    const Stage& stage = trainer.model(c);
+    const StageRange& r = stage.range();
+    print("activation memory of layers " + std::to_string(r.first_layer) + ".." + std::to_string(r.last_layer - 1) +
+          " (per layer and micro-batch; " + std::to_string(stage.slots()) + " micro-batches in flight):");
+    std::vector<std::vector<LedgerEntry>> ledgers;
+    for (int64_t i = r.first_layer; i < r.last_layer; ++i) ledgers.push_back(stage.layer_ledger(i));
+    if (ledgers.empty() || ledgers[0].empty()) continue;
+    const auto row = [](std::string label, const std::vector<std::string>& cells) {
+      label.resize(std::max<size_t>(label.size() + 1, 30), ' ');
+      for (const std::string& cell : cells) label += std::string(cell.size() < 12 ? 12 - cell.size() : 1, ' ') + cell;
+      return label;
+    };
+    std::vector<std::string> header;
+    for (int64_t i = r.first_layer; i < r.last_layer; ++i) header.push_back("layer " + std::to_string(i));
+    print(row("", header));
+    for (size_t e = 0; e < ledgers[0].size(); ++e) {
+      std::vector<std::string> cells;
+      for (const auto& ledger : ledgers) cells.push_back(format_bytes(static_cast<size_t>(ledger[e].bytes)));
+      print(row("  " + ledgers[0][e].what, cells));
+    }
+    int64_t total = 0;
+    for (const auto& ledger : ledgers) total += ledger_bytes(ledger);
+    print("  layers x micro-batches: " + format_bytes(static_cast<size_t>(total * stage.slots())) +
+          " of the stage's " + format_bytes(stage.activation_bytes()) +
+          " saved activations (the rest: inputs, embedding, head, recompute pool)");
+  }
+}
+
+}  // namespace
+
 int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   for (const std::string& a : args)
     if (a == "--help" || a == "-h") {
@@ -285,6 +324,7 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   int64_t parameters = 0;
   for (int c = 0; c < trainer.chunks(); ++c) parameters += trainer.model(c).params().numel();
   print("parameters on this rank: " + std::to_string(parameters));
+  if (options.flag("--log-memory")) print_activation_ledger(trainer, print);
   if (!train.checkpoint.load.empty()) {
     const std::string& dir = train.checkpoint.load;
     const int64_t loaded = trainer.load_checkpoint(dir);

@@ -132,6 +132,7 @@ const std::vector<OptionSpec> kTable = {
     {"--no-save-rng", T::flag, "", "do not save the random state (the seed)", "", "train"},
     {"--no-load-rng", T::flag, "", "keep this run's --seed instead of the checkpoint's", "", "train"},
     {"--finetune", T::flag, "", "load weights only and start at iteration 0 with fresh optimizer state and schedule", "", "train"},
+    {"--log-memory", T::flag, "", "print what each layer keeps between forward and backward, tensor by tensor (the activation ledger)", "", "train"},
     {"--use-checkpoint-args", T::flag, "", "take the model's architecture (layers, sizes, heads, norm, activation, positions, vocabulary) from the --load checkpoint", "", "train"},
     {"--exit-on-missing-checkpoint", T::flag, "", "with --load: fail instead of starting from scratch when there is no checkpoint", "", "train"},
     // Configuration files.

@@ -155,6 +155,17 @@ void Stage::carve(Arena& act, Arena& ws, int threads) {
   }
 }
 
+std::vector<LedgerEntry> Stage::layer_ledger(int64_t layer) const {
+  MT_CHECK(layer >= range_.first_layer && layer < range_.last_layer)
+      << "layer " << layer << " is not in this stage's [" << range_.first_layer << ", " << range_.last_layer << ")";
+  if (slots_.empty()) return {};
+  std::vector<LedgerEntry> ledger = mt::layer_ledger(slots_[0].layers[static_cast<size_t>(layer - range_.first_layer)]);
+  if (recompute_.group_first(layer) >= 0)
+    for (LedgerEntry& e : ledger)
+      if (e.what != "layer output" || !recompute_.group_last(layer)) e.bytes = 0;
+  return ledger;
+}
+
 bool Stage::slot_busy(int slot) const {
   MT_CHECK(slot >= 0 && slot < slots()) << "slot " << slot << " out of [0, " << slots() << ")";
   return slots_[static_cast<size_t>(slot)].busy;

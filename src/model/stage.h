@@ -20,6 +20,7 @@
 
 #include "model/blocks/embedding.h"
 #include "model/blocks/output_head.h"
+#include "model/activation_ledger.h"
 #include "model/layer.h"
 #include "model/micro_batch.h"
 #include "model/params.h"
@@ -98,6 +99,10 @@ class Stage {
   TensorView last_logits_chunk() const { return head_scratch_.logits_chunk; }
   // Bytes of saved activations (exact, as carved from the arena), all slots together.
   size_t activation_bytes() const { return activations_->requested(); }
+  // What global layer `layer` keeps per micro-batch, from the buffers carved for it (under full
+  // recomputation only a group's last output: the rest lives in a pool all slots share). Empty
+  // when the stage has no slots.
+  std::vector<LedgerEntry> layer_ledger(int64_t layer) const;
   void set_seed(uint64_t seed) { seed_ = seed; }
 
  private:
