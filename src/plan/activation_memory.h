@@ -24,4 +24,10 @@ namespace mt {
 std::vector<LedgerEntry> layer_activation_formula(const ModelConfig& c, int64_t micro_batch, const StageRange& range,
                                                   int64_t layer);
 
+// All a stage keeps for `slots` micro-batches in flight (its activation arena): per slot its
+// input, the embedding's dropout mask, its layers (above) and the head's norm statistics and
+// input gradient; once, the full-recomputation pool, the output buffer a stage without the head
+// shares between slots, and the head's per-token losses.
+int64_t stage_activation_formula(const ModelConfig& c, int64_t micro_batch, const StageRange& range, int64_t slots);
+
 }  // namespace mt

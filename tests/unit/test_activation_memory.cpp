@@ -162,5 +162,40 @@ TEST(ActivationMemory, AStagesLedgerIsTheFormulas) {
     }
 }
 
+// A stage's whole activation arena is the formula's: first, middle and last stages, a stage
+// holding all, recomputation of each kind, sequence parallelism, several slots.
+TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
+  int cases = 0;
+  for (const StageRange range : {StageRange{0, 4, true, true}, StageRange{0, 2, true, false}, StageRange{1, 3, false, false},
+                                 StageRange{2, 4, false, true}, StageRange{0, 0, true, false}})
+    for (const RecomputeGranularity granularity :
+         {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
+      for (const int64_t group : {1, 2})
+        for (const int slots : {1, 3}) {
+          ModelConfig c;
+          c.num_layers = 4;
+          c.hidden_size = 32;
+          c.num_attention_heads = 4;
+          c.seq_length = 16;
+          c.vocab_size = 64;
+          c.params_dtype = DType::bf16;
+          c.normalization = group == 1 ? Normalization::layernorm : Normalization::rmsnorm;
+          c.recompute_granularity = granularity;
+          c.recompute_method = group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform;
+          c.recompute_num_layers = group;
+          c.finalize();
+          MemoryTracker memory;
+          StageOptions options;
+          options.slots = slots;
+          Stage stage(c, range, 2, cpu_backend(), &memory, options);
+          SCOPED_TRACE("layers " + std::to_string(range.first_layer) + ".." + std::to_string(range.last_layer) +
+                       " recompute " + std::to_string(static_cast<int>(granularity)) + " group " +
+                       std::to_string(group) + " slots " + std::to_string(slots));
+          EXPECT_EQ(static_cast<int64_t>(stage.activation_bytes()), stage_activation_formula(c, 2, range, slots));
+          ++cases;
+        }
+  EXPECT_EQ(cases, 5 * 3 * 2 * 2);
+}
+
 }  // namespace
 }  // namespace mt
