@@ -6,7 +6,9 @@
 #include "backend/arena.h"
 #include "model/activation_ledger.h"
 #include "model/stage.h"
+#include "optim/optimizer.h"
 #include "plan/activation_memory.h"
+#include "plan/model_state.h"
 #include "testing.h"
 
 namespace mt {
@@ -195,6 +197,40 @@ TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
           ++cases;
         }
   EXPECT_EQ(cases, 5 * 3 * 2 * 2);
+}
+
+// Weights, gradients and optimizer state as a stage and AdamW allocate them: the DDP buffer's
+// padding (--use-distributed-optimizer aligns every parameter), 16-bit weights with f32 main
+// parameters, tied and untied heads, pipeline stages.
+TEST(ModelStateMemory, WeightsGradsAndOptimizerAreTheFormulas) {
+  int cases = 0;
+  for (const StageRange range : {StageRange{0, 3, true, true}, StageRange{0, 1, true, false}, StageRange{1, 3, false, true}})
+    for (const DType dtype : {DType::f32, DType::bf16})
+      for (const bool untied : {false, true})
+        for (const bool distributed : {false, true}) {
+          ModelConfig c;
+          c.num_layers = 3;
+          c.hidden_size = 40;
+          c.num_attention_heads = 4;
+          c.seq_length = 8;
+          c.vocab_size = 70;
+          c.params_dtype = dtype;
+          c.untie_embeddings_and_output_weights = untied;
+          c.finalize();
+          MemoryTracker memory;
+          StageOptions options;
+          options.slots = 1;
+          options.ddp.use_distributed_optimizer = distributed;
+          Stage stage(c, range, 1, cpu_backend(), &memory, options);
+          AdamW adam(stage.params().params(), cpu_backend(), &memory);
+          const ModelStateBytes expected = model_state_bytes(c, range, options.ddp);
+          SCOPED_TRACE(std::to_string(cases));
+          EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);
+          EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::grads)), expected.grads);
+          EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::optimizer)), expected.optimizer);
+          ++cases;
+        }
+  EXPECT_EQ(cases, 3 * 2 * 2 * 2);
 }
 
 }  // namespace

@@ -1,0 +1,29 @@
+#include "plan/model_state.h"
+
+#include <algorithm>
+
+#include "model/params.h"
+#include "parallel/shard.h"
+
+namespace mt {
+
+ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range, const DdpConfig& ddp) {
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  std::vector<LayoutParam> sizes;
+  for (const ParamSpec& s : param_specs(c, range)) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
+  const DdpBufferLayout layout = ddp_buffer_layout(sizes, ddp);
+  ModelStateBytes b;
+  b.weights = layout.numel * static_cast<int64_t>(dtype_size(c.params_dtype));
+  b.grads = layout.numel * 4;
+  // AdamW keeps its state for this rank's shard of every bucket (the distributed optimizer over
+  // more than one rank) or for the whole buffer.
+  const bool sharded = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
+  int64_t state = 0;  // up to the last parameter's end (no trailing padding) when not sharded
+  for (const BufferRange& p : layout.params) state = std::max(state, p.end);
+  if (sharded) state = layout.numel / ddp.data_parallel_size;
+  const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
+  b.optimizer = tensors * state * 4;
+  return b;
+}
+
+}  // namespace mt
