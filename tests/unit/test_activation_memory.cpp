@@ -135,23 +135,31 @@ TEST(ActivationMemory, FullRecomputationKeepsOnlyTheGroupsOutput) {
   }
 }
 
+// A 4-layer bf16 model recomputed in groups of `group` (block: the first `group` layers).
+ModelConfig four_layers(RecomputeGranularity granularity, RecomputeMethod method, int64_t group,
+                        Normalization norm = Normalization::layernorm) {
+  ModelConfig c;
+  c.num_layers = 4;
+  c.hidden_size = 32;
+  c.num_attention_heads = 4;
+  c.seq_length = 16;
+  c.vocab_size = 64;
+  c.params_dtype = DType::bf16;
+  c.normalization = norm;
+  c.recompute_granularity = granularity;
+  c.recompute_method = method;
+  c.recompute_num_layers = group;
+  c.finalize();
+  return c;
+}
+
 // A stage's own ledger (what --log-memory prints) is the formula's, for every layer, with and
 // without recomputation.
 TEST(ActivationMemory, AStagesLedgerIsTheFormulas) {
   for (const RecomputeGranularity granularity :
        {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
     for (const RecomputeMethod method : {RecomputeMethod::uniform, RecomputeMethod::block}) {
-      ModelConfig c;
-      c.num_layers = 4;
-      c.hidden_size = 32;
-      c.num_attention_heads = 4;
-      c.seq_length = 16;
-      c.vocab_size = 64;
-      c.params_dtype = DType::bf16;
-      c.recompute_granularity = granularity;
-      c.recompute_method = method;
-      c.recompute_num_layers = 2;
-      c.finalize();
+      const ModelConfig c = four_layers(granularity, method, 2);
       MemoryTracker memory;
       StageOptions options;
       options.slots = 2;
@@ -174,18 +182,8 @@ TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
          {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
       for (const int64_t group : {1, 2})
         for (const int slots : {1, 3}) {
-          ModelConfig c;
-          c.num_layers = 4;
-          c.hidden_size = 32;
-          c.num_attention_heads = 4;
-          c.seq_length = 16;
-          c.vocab_size = 64;
-          c.params_dtype = DType::bf16;
-          c.normalization = group == 1 ? Normalization::layernorm : Normalization::rmsnorm;
-          c.recompute_granularity = granularity;
-          c.recompute_method = group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform;
-          c.recompute_num_layers = group;
-          c.finalize();
+          const ModelConfig c = four_layers(granularity, group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform,
+                                            group, group == 1 ? Normalization::layernorm : Normalization::rmsnorm);
           MemoryTracker memory;
           StageOptions options;
           options.slots = slots;
