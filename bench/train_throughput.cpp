@@ -21,7 +21,7 @@
 #include "model/gpt.h"
 #include "median.h"
 #include "optim/optimizer.h"
-#include "train/flops.h"
+#include "plan/flops.h"
 #include "train/synthetic_data.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include "optim/grad_sync.h"
 #include "pipeline/executor.h"
 #include "pipeline/simulate.h"
-#include "train/flops.h"
+#include "plan/flops.h"
 #include "train/stage_chunks.h"
 
 namespace mt {

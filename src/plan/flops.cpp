@@ -1,4 +1,4 @@
-#include "train/flops.h"
+#include "plan/flops.h"
 
 namespace mt {
 
