@@ -24,7 +24,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
       "--exit-interval", "--exit-on-missing-checkpoint", "--ffn-hidden-size", "--finetune", "--fp16",
       "--global-batch-size", "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis",
-      "--init-method-std", "--initial-loss-scale", "--kv-channels", "--load", "--log-interval",
+      "--init-method-std", "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory",
       "--loss-scale", "--loss-scale-window", "--lr", "--lr-decay-iters", "--lr-decay-samples",
       "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters",
       "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style",
