@@ -118,7 +118,7 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
                            {"finish_reason", r.finish_reason}};
     if (requests[i].log_probs) line["logprobs"] = {{"prompt", r.prompt_log_probs}, {"generated", r.log_probs}};
     if (requests[i].top_n_log_probs > 0) line["top_n_logprobs"] = r.top_log_probs;
-    lines += line.dump() + "\n";
+    lines += dump_json(line) + "\n";  // bad UTF-8 (a token cut mid-character) is replaced, never thrown
   }
   if (o.has("--output-path")) write_file_atomically(o.text("--output-path"), lines);
   const auto rate = [](int64_t tokens, double seconds) { return seconds > 0 ? tokens / seconds : 0.0; };

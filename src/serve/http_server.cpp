@@ -89,8 +89,8 @@ Admission admit(GenerationService& service, CompletionRequest request) {
     s.request.top_n_log_probs = request.top_logprobs;
     s.request.stream = i;
     s.request.stop_token = request.stop_token;
-    s.stop = request.stop;
-    s.stop_keep = request.stop_keep;
+    s.stop = request.stop;  // cut from the text the client gets (responses.h)
+    s.stop.insert(s.stop.end(), request.stop_keep.begin(), request.stop_keep.end());  // kept in it
     sequences.push_back(std::move(s));
     a.prompts.push_back(std::move(p));
   }
@@ -242,10 +242,9 @@ void HttpServer::route() {
     const Admission a = admit(service_, std::move(request));
     send_json(res, 200, megatron_response(service_, a.request, a.prompts, wait_for(*a.job)));
   });
-  static std::atomic<uint64_t> next_id{0};
   const auto completions = guarded([this](const httplib::Request& req, httplib::Response& res) {
     CompletionRequest request = parse_openai_request(parse_body(req), options_.limits);
-    const std::string id = "cmpl-" + std::to_string(next_id++);
+    const std::string id = "cmpl-" + std::to_string(next_id_++);
     const std::string model = request.model.empty() ? options_.model_name : request.model;
     auto stream = std::make_shared<Stream>();
     stream->admission = admit(service_, std::move(request));

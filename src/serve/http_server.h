@@ -48,6 +48,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::atomic<int> open_streams_{0};  // streamed answers not yet ended
+  std::atomic<uint64_t> next_id_{0};  // of OpenAI completions ("cmpl-N")
 };
 
 }  // namespace mt

@@ -26,8 +26,7 @@ json sequence_to_json(const JobSequence& s) {
             {"log_probs", r.log_probs},
             {"top_n", r.top_n_log_probs},
             {"stream", r.stream},
-            {"stop", s.stop},
-            {"stop_keep", s.stop_keep}};
+            {"stop", s.stop}};
   if (r.stop_token) j["stop_token"] = *r.stop_token;
   return j;
 }
@@ -46,7 +45,6 @@ JobSequence sequence_from_json(const json& j) {
   r.stream = j.at("stream").get<uint64_t>();
   if (j.contains("stop_token")) r.stop_token = j.at("stop_token").get<int32_t>();
   s.stop = j.at("stop").get<std::vector<std::string>>();
-  s.stop_keep = j.at("stop_keep").get<std::vector<std::string>>();
   return s;
 }
 
@@ -128,10 +126,9 @@ int64_t GenerationService::cancelled_jobs() const {
 
 bool GenerationService::stop_check(size_t id, const std::vector<int32_t>& generated) const {
   const Admitted& a = admitted_.at(id);
-  if (a.stop.empty() && a.stop_keep.empty()) return false;
+  if (a.stop.empty()) return false;
   const std::string text = decode(generated);
-  const auto found = [&](const std::string& s) { return text.find(s) != std::string::npos; };
-  return std::any_of(a.stop.begin(), a.stop.end(), found) || std::any_of(a.stop_keep.begin(), a.stop_keep.end(), found);
+  return std::any_of(a.stop.begin(), a.stop.end(), [&](const std::string& s) { return text.find(s) != std::string::npos; });
 }
 
 void GenerationService::publish(size_t id, bool finished) {
@@ -190,7 +187,6 @@ bool GenerationService::apply_and_step(Changes& changes) {
     Admitted& a = admitted_[id];
     if (!changes.owners.empty()) std::tie(a.job, a.index) = changes.owners[i];
     a.stop = std::move(s.stop);
-    a.stop_keep = std::move(s.stop_keep);
   }
   if (changes.shutdown) return false;
   if (generator_.idle()) return true;

@@ -25,8 +25,7 @@ namespace mt {
 // One prompt of a job, as the Generator will run it.
 struct JobSequence {
   GenerationRequest request;
-  std::vector<std::string> stop;       // strings that end it (the text is cut before them)
-  std::vector<std::string> stop_keep;  // strings that end it and stay in the text
+  std::vector<std::string> stop;  // strings whose appearance in the generated text ends it
 };
 
 // One HTTP request's sequences and their progress, shared by its HTTP thread and the loop.
@@ -88,7 +87,7 @@ class GenerationService {
   struct Admitted {  // a sequence in the Generator
     std::shared_ptr<Job> job;  // null on followers
     size_t index = 0;
-    std::vector<std::string> stop, stop_keep;
+    std::vector<std::string> stop;
   };
   struct Changes {
     std::vector<JobSequence> sequences;
