@@ -188,16 +188,14 @@ int64_t ParamStore::numel() const {
   return n;
 }
 
-GptTensors ParamStore::collect(bool grads) const {
-  auto find = [&](const std::string& name) -> TensorView {
-    for (const Param& p : params_)
-      if (p.name == name) return grads ? p.grad : p.value;
-    return {};
-  };
+GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
+                       const std::function<TensorView(const std::string&)>& find) {
   GptTensors t;
-  t.word_embeddings = find("embedding.word_embeddings.weight");
-  t.position_embeddings = find("embedding.position_embeddings.weight");
-  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i) {
+  if (range.embedding) {  // off the first stage, a tied copy serves the output layer only
+    t.word_embeddings = find("embedding.word_embeddings.weight");
+    t.position_embeddings = find("embedding.position_embeddings.weight");
+  }
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     const std::string p = layer_prefix(i);
     LayerWeights l;
     l.input_norm = {find(p + "input_layernorm.weight"), find(p + "input_layernorm.bias")};
@@ -208,13 +206,32 @@ GptTensors ParamStore::collect(bool grads) const {
              find(p + "mlp.linear_fc2.bias")};
     t.layers.push_back(l);
   }
+  if (!range.head) return t;
   t.final_norm_weight = find("decoder.final_layernorm.weight");
   t.final_norm_bias = find("decoder.final_layernorm.bias");
-  t.output_weight = config_.untie_embeddings_and_output_weights ? find("output_layer.weight")
-                                                                : find("embedding.word_embeddings.weight");
-  if (!range_.head) t.output_weight = {};
-  if (!range_.embedding) t.word_embeddings = {};  // the tied copy serves the output layer only
+  t.output_weight = find(c.untie_embeddings_and_output_weights ? "output_layer.weight" : "embedding.word_embeddings.weight");
   return t;
+}
+
+GptTensors param_shapes(const ModelConfig& c, const StageRange& range) {
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  Arena measuring(MemCategory::weights);
+  std::vector<std::pair<std::string, TensorView>> views;
+  for (const ParamSpec& s : param_specs(c, range))
+    views.emplace_back(s.name, measuring.alloc(c.params_dtype, shard_shape(s.shape, s.shard, t)));
+  return gpt_tensors(c, range, [&](const std::string& name) {
+    for (const auto& [n, v] : views)
+      if (n == name) return v;
+    return TensorView();
+  });
+}
+
+GptTensors ParamStore::collect(bool grads) const {
+  return gpt_tensors(config_, range_, [&](const std::string& name) {
+    for (const Param& p : params_)
+      if (p.name == name) return grads ? p.grad : p.value;
+    return TensorView();
+  });
 }
 
 }  // namespace mt

@@ -5,6 +5,7 @@
 // the model into stages starts from the same weights.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,14 @@ struct GptTensors {
   TensorView final_norm_weight, final_norm_bias;   // [h]                   (last stage)
   TensorView output_weight;                        // [V_padded/t, h]; the word embedding when tied
 };
+
+// The views of `range`'s parameters by role, each looked up by its Megatron name (empty where
+// `find` has none).
+GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
+                       const std::function<TensorView(const std::string&)>& find);
+// The same with shapes (this tensor-parallel rank's shards) and dtype but no memory: what the
+// stage's staging buffers are sized from before any parameter exists.
+GptTensors param_shapes(const ModelConfig& c, const StageRange& range);
 
 class ParamStore {
  public:

@@ -30,136 +30,25 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
       << config.tensor_model_parallel_size;
   shape_ = {s_, b_, tp_.sp() ? tp_.size() : 1};
   const int threads = options.threads > 0 ? options.threads : backend.max_threads();
-  head_chunk_ = std::min(options.head_chunk_tokens, s_ * b_);
   params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, tp_.rank(), options.ddp);
-  slots_.resize(static_cast<size_t>(options.slots));
-  // Run the carving once on measuring arenas to learn the exact sizes, then for real.
-  Arena measure_act(MemCategory::activations), measure_ws(MemCategory::workspace);
-  carve(measure_act, measure_ws, threads);
-  activations_ = std::make_unique<Arena>(backend, MemCategory::activations, measure_act.used(), tracker);
-  workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, measure_ws.used(), tracker);
-  carve(*activations_, *workspace_, threads);
+  // Carve once on measuring arenas to learn the exact sizes, then for real.
+  const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
+  const StageBufferBytes bytes = measure_stage_buffers(geometry);
+  activations_ = std::make_unique<Arena>(backend, MemCategory::activations, bytes.activations, tracker);
+  workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes.workspace, tracker);
+  carve_stage_buffers(geometry, params_->values(), *activations_, *workspace_, buf_);
   activations_->zero_used();
   workspace_->zero_used();
-  if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base);
+  if (!buf_.rope_cos.empty()) rope_tables(buf_.rope_cos, buf_.rope_sin, config_.rotary_base);
   for (auto* v : {&mask_sb_, &host_dlosses_, &host_losses_}) v->resize(static_cast<size_t>(s_ * b_));
   host_labels_.resize(static_cast<size_t>(s_ * b_));
-}
-
-void Stage::carve(Arena& act, Arena& ws, int threads) {
-  const int64_t N = s_ * b_, Nl = shape_.local_rows(), h = config_.hidden_size;
-  const int64_t V = config_.padded_vocab_size() / tp_.size();
-  const DType dtype = config_.params_dtype;
-  auto carve_inputs = [&](Inputs& in) {
-    if (range_.embedding) in.tokens = ws.alloc(DType::i32, {b_, s_});
-    in.positions = ws.alloc(DType::i32, {b_, s_});
-    in.doc_start = ws.alloc(DType::i32, {b_, s_});
-  };
-  // Layers under full recomputation keep only their output; their other activations live in a
-  // pool with one entry per layer of a recompute group, refilled by each backward (so all slots
-  // share it). Only a group's last output stays (it is the next group's input); inner outputs
-  // live in the pool, as in Megatron, which keeps just each group's input.
-  std::vector<LayerActivations> pool;
-  const int64_t largest_group = slots_.empty() ? 0 : recompute_.largest_group();
-  for (int64_t k = 0; k < largest_group; ++k)
-    pool.push_back(alloc_layer_activations(act, local_, shape_, dtype, /*with_output=*/k < largest_group - 1));
-  // A stage without the head sends its output on right after the forward, and its backward never
-  // reads it: one buffer serves every slot (Megatron's deallocate_output_tensor), so in-flight
-  // micro-batches do not each keep one.
-  const bool shared_output = !range_.head && range_.num_layers() > 0 && !slots_.empty();
-  if (shared_output) output_ = act.alloc(dtype, {Nl, h});
-  for (Slot& slot : slots_) {
-    carve_inputs(slot.in);
-    if (range_.embedding) slot.emb_drop_mask = act.alloc(DType::u8, {Nl, h});
-    slot.input = act.alloc(dtype, {Nl, h});
-    slot.layers.clear();
-    for (int64_t i = range_.first_layer; i < range_.last_layer; ++i) {
-      const bool sent = shared_output && i + 1 == range_.last_layer;
-      const int64_t first = recompute_.group_first(i);
-      if (first < 0) {
-        slot.layers.push_back(alloc_layer_activations(act, local_, shape_, dtype, /*with_output=*/!sent));
-        if (sent) slot.layers.back().out = output_;
-        continue;
-      }
-      LayerActivations layer = pool[static_cast<size_t>(i - first)];
-      if (recompute_.group_last(i)) layer.out = sent ? output_ : act.alloc(dtype, {Nl, h});
-      slot.layers.push_back(layer);
-    }
-    if (range_.head) slot.head = alloc_head_saved(act, config_, shape_);
-  }
-  if (range_.head) {
-    losses_ = act.alloc(DType::f32, {N});
-    labels_ = ws.alloc(DType::i32, {N});
-    dlosses_ = ws.alloc(DType::f32, {N});
-  }
-  carve_inputs(transient_in_);
-  // The output head runs between the last layer's forward and the first layer's backward, so its
-  // logits chunk and the layers' scratch are never alive together; the forward-only path never
-  // runs a backward, so its transients lie over the backward-only scratch (which is larger, except
-  // for the [b, n, s, s] probabilities of --attention-backend unfused).
-  ws.overlay({[&] {
-                scratch_ = alloc_layer_scratch_fwd(ws, local_, shape_);
-                ws.overlay({[&] { alloc_layer_scratch_bwd(ws, scratch_, local_, shape_, threads); },
-                            [&] {
-                              // No dropout on this path, so no attention-dropout mask.
-                              ModelConfig no_dropout = local_;
-                              no_dropout.attention_dropout = 0.0f;
-                              transient_ = alloc_layer_activations(ws, no_dropout, shape_, DType::f32, false);
-                              for (TensorView& x : transient_x_) x = ws.alloc(DType::f32, {Nl, h});
-                            }});
-              },
-              [&] {
-                if (range_.head) head_scratch_.logits_chunk = ws.alloc(DType::f32, {head_chunk_, V});
-              }});
-  if (tp_.sp()) {
-    scratch_.sp_gathered = head_scratch_.sp_gathered = ws.alloc(DType::f32, {N, h});
-    scratch_.sp_partial = head_scratch_.sp_partial = ws.alloc(DType::f32, {N, h});
-  }
-  if (range_.head) {
-    head_scratch_.final_out = ws.alloc(DType::f32, {Nl, h});
-    head_scratch_.lse = ws.alloc(DType::f32, {head_chunk_});
-    if (tp_.active())
-      for (TensorView* t : {&head_scratch_.ce.row_max, &head_scratch_.ce.sum_exp, &head_scratch_.ce.target})
-        *t = ws.alloc(DType::f32, {head_chunk_});
-  }
-  dx_ = ws.alloc(DType::f32, {Nl, h});
-  if (config_.position_embedding_type == PositionEmbedding::rope) {
-    rope_cos_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
-    rope_sin_ = ws.alloc(DType::f32, {config_.max_position_embeddings, config_.kv_channels / 2});
-  }
-  if (mixed()) {
-    const GptTensors& w = params_->values();
-    if (!w.layers.empty()) {
-      LayerWeights like_w = w.layers[0];
-      const auto src = like_w.all();
-      const auto dst = layer_w32_.all();
-      for (size_t k = 0; k < src.size(); ++k)
-        if (!src[k]->empty()) *dst[k] = ws.alloc(DType::f32, src[k]->shape);
-      // The f32 output goes to x32_ (ping-pong), never to this staging. Shapes from a fresh
-      // measuring carve (measuring views have a shape but no data).
-      Arena shapes(MemCategory::activations);
-      LayerActivations like = alloc_layer_activations(shapes, local_, shape_, dtype, false);
-      const auto from = like.stored();
-      const auto to = layer_act32_.stored();
-      for (size_t k = 0; k < from.size(); ++k)
-        if (from[k]->ndim() > 0) *to[k] = ws.alloc(DType::f32, from[k]->shape);
-    }
-    if (range_.embedding || range_.head) vocab_w32_ = ws.alloc(DType::f32, {V, h});
-    if (!w.position_embeddings.empty()) pos_w32_ = ws.alloc(DType::f32, w.position_embeddings.shape);
-    if (range_.head) {
-      final_w32_ = ws.alloc(DType::f32, {h});
-      if (!w.final_norm_bias.empty()) final_b32_ = ws.alloc(DType::f32, {h});
-    }
-    x32_[0] = ws.alloc(DType::f32, {Nl, h});
-    x32_[1] = ws.alloc(DType::f32, {Nl, h});
-  }
 }
 
 std::vector<LedgerEntry> Stage::layer_ledger(int64_t layer) const {
   MT_CHECK(layer >= range_.first_layer && layer < range_.last_layer)
       << "layer " << layer << " is not in this stage's [" << range_.first_layer << ", " << range_.last_layer << ")";
-  if (slots_.empty()) return {};
-  std::vector<LedgerEntry> ledger = mt::layer_ledger(slots_[0].layers[static_cast<size_t>(layer - range_.first_layer)]);
+  if (buf_.slots.empty()) return {};
+  std::vector<LedgerEntry> ledger = mt::layer_ledger(buf_.slots[0].layers[static_cast<size_t>(layer - range_.first_layer)]);
   if (recompute_.group_first(layer) >= 0)
     for (LedgerEntry& e : ledger)
       if (e.what != "layer output" || !recompute_.group_last(layer)) e.bytes = 0;
@@ -168,13 +57,13 @@ std::vector<LedgerEntry> Stage::layer_ledger(int64_t layer) const {
 
 bool Stage::slot_busy(int slot) const {
   MT_CHECK(slot >= 0 && slot < slots()) << "slot " << slot << " out of [0, " << slots() << ")";
-  return slots_[static_cast<size_t>(slot)].busy;
+  return buf_.slots[static_cast<size_t>(slot)].busy;
 }
 
-Stage::Slot& Stage::slot_at(int slot, const char* op) {
+StageSlot& Stage::slot_at(int slot, const char* op) {
   MT_CHECK(slot >= 0 && slot < slots()) << op << ": slot " << slot << " out of [0, " << slots()
                                         << ") (the stage was built with " << slots() << " slots)";
-  return slots_[static_cast<size_t>(slot)];
+  return buf_.slots[static_cast<size_t>(slot)];
 }
 
 TensorView Stage::as_f32(const TensorView& t, const TensorView& staging) {
@@ -188,7 +77,7 @@ LayerWeights Stage::layer_weights_f32(int64_t layer) {
   if (!mixed()) return w;
   LayerWeights out;
   const auto src = w.all();
-  const auto staging = layer_w32_.all();
+  const auto staging = buf_.layer_w32.all();
   const auto dst = out.all();
   for (size_t k = 0; k < src.size(); ++k) *dst[k] = as_f32(*src[k], *staging[k]);
   return out;
@@ -198,9 +87,9 @@ LayerActivations Stage::layer_activations_f32(const LayerActivations& saved, boo
   if (!mixed()) return saved;
   LayerActivations f = saved, copy = saved;
   const auto src = copy.stored();
-  const auto staging = layer_act32_.stored();
+  const auto staging = buf_.layer_act32.stored();
   const auto dst = f.stored();
-  // Not the output: the backward never reads it and the forward writes it to x32_.
+  // Not the output: the backward never reads it and the forward writes it to buf_.x32.
   for (size_t k = 0; k < src.size(); ++k)
     if (k != LayerActivations::kStoredOut) *dst[k] = load ? as_f32(*src[k], *staging[k]) : *staging[k];
   return f;
@@ -208,12 +97,12 @@ LayerActivations Stage::layer_activations_f32(const LayerActivations& saved, boo
 
 EmbeddingWeights Stage::embedding_weights_f32() {
   const GptTensors& w = params_->values();
-  return {as_f32(w.word_embeddings, vocab_w32_), as_f32(w.position_embeddings, pos_w32_)};
+  return {as_f32(w.word_embeddings, buf_.vocab_w32), as_f32(w.position_embeddings, buf_.pos_w32)};
 }
 
 HeadWeights Stage::head_weights_f32() {
   const GptTensors& w = params_->values();
-  return {final_norm_f32(), as_f32(w.output_weight, vocab_w32_)};
+  return {final_norm_f32(), as_f32(w.output_weight, buf_.vocab_w32)};
 }
 
 HeadWeights Stage::head_grads() const {
@@ -223,7 +112,7 @@ HeadWeights Stage::head_grads() const {
 
 NormWeights Stage::final_norm_f32() {
   const GptTensors& w = params_->values();
-  return {as_f32(w.final_norm_weight, final_w32_), as_f32(w.final_norm_bias, final_b32_)};
+  return {as_f32(w.final_norm_weight, buf_.final_w32), as_f32(w.final_norm_bias, buf_.final_b32)};
 }
 
 VocabShard Stage::vocab_shard() const {
@@ -231,14 +120,14 @@ VocabShard Stage::vocab_shard() const {
   return {tp_.rank() * rows, config_.padded_vocab_size()};
 }
 
-LayerContext Stage::context(const Inputs& in, uint64_t round, bool dropout, int64_t layer) const {
+LayerContext Stage::context(const StageInputs& in, uint64_t round, bool dropout, int64_t layer) const {
   LayerContext ctx;
   ctx.config = &local_;
   ctx.shape = shape_;
   ctx.tp = tp_;
   ctx.total_heads = config_.num_attention_heads;
-  ctx.rope_cos = rope_cos_;
-  ctx.rope_sin = rope_sin_;
+  ctx.rope_cos = buf_.rope_cos;
+  ctx.rope_sin = buf_.rope_sin;
   ctx.positions = in.has_positions ? in.positions : TensorView();
   ctx.key_start = in.has_doc_start ? in.doc_start : TensorView();
   ctx.seed = seed_;
@@ -249,7 +138,7 @@ LayerContext Stage::context(const Inputs& in, uint64_t round, bool dropout, int6
   return ctx;
 }
 
-void Stage::load_inputs(Inputs& in, const MicroBatch& batch, const char* op) {
+void Stage::load_inputs(StageInputs& in, const MicroBatch& batch, const char* op) {
   auto check = [&](const TensorView& t, const char* name, DType dtype) {
     check_shape(t, {b_, s_}, op, name);
     check_dtype(t, dtype, op, name);
@@ -295,15 +184,15 @@ double Stage::load_labels(const MicroBatch& batch, float grad_scale, const char*
       host_dlosses_[i * b_ + j] = m * grad_scale;
       num_tokens += m;
     }
-  backend_.copy_from_host(labels_.data, host_labels_.data(), labels_.bytes());
-  backend_.copy_from_host(dlosses_.data, host_dlosses_.data(), dlosses_.bytes());
+  backend_.copy_from_host(buf_.labels.data, host_labels_.data(), buf_.labels.bytes());
+  backend_.copy_from_host(buf_.dlosses.data, host_dlosses_.data(), buf_.dlosses.bytes());
   return num_tokens;
 }
 
 LossSums Stage::loss_sums(double num_tokens) {
   LossSums sums;
   sums.num_tokens = num_tokens;
-  backend_.copy_to_host(host_losses_.data(), losses_.data, losses_.bytes());
+  backend_.copy_to_host(host_losses_.data(), buf_.losses.data, buf_.losses.bytes());
   for (size_t n = 0; n < host_losses_.size(); ++n) sums.loss_sum += static_cast<double>(mask_sb_[n]) * host_losses_[n];
   return sums;
 }
@@ -318,15 +207,15 @@ void Stage::receive(const TensorView& input, const TensorView& dst, const char* 
     cast(dst, input);
 }
 
-TensorView Stage::layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging) {
+TensorView Stage::layer_input_f32(const StageSlot& slot, int64_t layer, const TensorView& staging) {
   return as_f32(layer == range_.first_layer ? slot.input : slot.layers[local(layer) - 1].out, staging);
 }
 
-TensorView Stage::layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output) {
+TensorView Stage::layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output) {
   const LayerActivations& saved = slot.layers[static_cast<size_t>(local(layer))];
   LayerActivations act = layer_activations_f32(saved, false);
-  if (mixed()) act.out = x32_[(local(layer) + 1) % 2];  // ping-pong with the input, which stays valid
-  transformer_layer_fwd(context(slot.in, slot.round, dropout, layer), layer_weights_f32(layer), x, act, scratch_,
+  if (mixed()) act.out = buf_.x32[(local(layer) + 1) % 2];  // ping-pong with the input, which stays valid
+  transformer_layer_fwd(context(slot.in, slot.round, dropout, layer), layer_weights_f32(layer), x, act, buf_.scratch,
                         with_output);
   if (mixed()) {
     LayerActivations stored = saved;  // views of the slot's tensors
@@ -341,7 +230,7 @@ TensorView Stage::layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool
 StageForward Stage::forward(int slot_index, const MicroBatch& batch, const TensorView& input,
                             const ForwardOptions& options) {
   const char* op = "Stage::forward";
-  Slot& slot = slot_at(slot_index, op);
+  StageSlot& slot = slot_at(slot_index, op);
   // Reusing a slot before its backward would overwrite the activations that backward needs.
   MT_CHECK(!slot.busy) << op << ": slot " << slot_index
                        << " holds a micro-batch whose backward() has not run yet; use another slot";
@@ -353,12 +242,12 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   slot.dropout = options.dropout;
   const int64_t first = range_.first_layer;
   const LayerContext ctx = context(slot.in, slot.round, options.dropout, first - 1);
-  TensorView x = mixed() ? x32_[0] : slot.input;
+  TensorView x = mixed() ? buf_.x32[0] : slot.input;
   if (range_.embedding) {
     MT_CHECK(input.empty()) << op << ": the first stage embeds the tokens; it takes no input hidden states";
     need(params_->embedding_params());
     embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {slot.in.tokens, ctx.positions}, x,
-                        slot.emb_drop_mask, scratch_.dense, scratch_.sp_partial);
+                        slot.emb_drop_mask, buf_.scratch.dense, buf_.scratch.sp_partial);
     if (mixed()) cast(slot.input, x);
   } else {
     receive(input, slot.input, op);
@@ -371,8 +260,8 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   StageForward result;
   if (range_.head) {
     need(params_->head_params());
-    output_head_fwd(ctx, head_weights_f32(), head_grads(), vocab_shard().start, x, slot.head, head_scratch_,
-                    {labels_, losses_, dlosses_, TensorView(), options.grad_scale});
+    output_head_fwd(ctx, head_weights_f32(), head_grads(), vocab_shard().start, x, slot.head, buf_.head_scratch,
+                    {buf_.labels, buf_.losses, buf_.dlosses, TensorView(), options.grad_scale});
     result.loss = loss_sums(num_tokens);
   } else {
     result.hidden = range_.num_layers() > 0 ? slot.layers.back().out : slot.input;
@@ -383,7 +272,7 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
 
 TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
   const char* op = "Stage::backward";
-  Slot& slot = slot_at(slot_index, op);
+  StageSlot& slot = slot_at(slot_index, op);
   MT_CHECK(slot.busy) << op << ": slot " << slot_index << " has no training forward (one with a nonzero grad_scale) "
                       << "waiting for its backward";
   const GptTensors& g = params_->grads();
@@ -392,12 +281,12 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
     MT_CHECK(output_grad.empty()) << op << ": the last stage's loss ends the graph; it takes no output gradient";
     const TensorView x = last > first ? slot.layers.back().out : slot.input;
     output_head_bwd(context(slot.in, slot.round, slot.dropout, last), final_norm_f32(), head_grads().final_norm,
-                    as_f32(x, x32_[1]), slot.head, dx_);
+                    as_f32(x, buf_.x32[1]), slot.head, buf_.dx);
     if (grads_ready_) grads_ready_(params_->head_params());
   } else {
-    check_shape(output_grad, dx_.shape, op, "output_grad");
+    check_shape(output_grad, buf_.dx.shape, op, "output_grad");
     check_dtype(output_grad, DType::f32, op, "output_grad");
-    copy_tensor(dx_, output_grad);
+    copy_tensor(buf_.dx, output_grad);
   }
   const bool dropout = slot.dropout;  // as in the forward
   for (int64_t i = last - 1; i >= first; --i) {
@@ -405,19 +294,19 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
       // Rerun the group's forward from its saved input: same weights, same dropout masks. The
       // last layer's output is saved, so its rerun stops short of fc2.
       const int64_t g0 = recompute_.group_first(i);
-      TensorView x = layer_input_f32(slot, g0, x32_[local(g0) % 2]);
+      TensorView x = layer_input_f32(slot, g0, buf_.x32[local(g0) % 2]);
       for (int64_t j = g0; j <= i; ++j) x = layer_fwd(slot, j, x, dropout, /*with_output=*/j < i);
     }
-    const TensorView x = layer_input_f32(slot, i, x32_[0]);
+    const TensorView x = layer_input_f32(slot, i, buf_.x32[0]);
     transformer_layer_bwd(context(slot.in, slot.round, dropout, i), layer_weights_f32(i), g.layers[local(i)], x,
-                          layer_activations_f32(slot.layers[local(i)], true), scratch_, dx_);
+                          layer_activations_f32(slot.layers[local(i)], true), buf_.scratch, buf_.dx);
     if (grads_ready_) grads_ready_(params_->layer_params(i));
   }
   slot.busy = false;
-  if (!range_.embedding) return dx_;
+  if (!range_.embedding) return buf_.dx;
   const LayerContext ctx = context(slot.in, slot.round, dropout, first - 1);
   embedding_block_bwd(ctx, {g.word_embeddings, g.position_embeddings}, vocab_shard(), {slot.in.tokens, ctx.positions},
-                      dx_, slot.emb_drop_mask, scratch_.dense, scratch_.sp_gathered);
+                      buf_.dx, slot.emb_drop_mask, buf_.scratch.dense, buf_.scratch.sp_gathered);
   if (grads_ready_) grads_ready_(params_->embedding_params());
   return TensorView();
 }
@@ -432,24 +321,24 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
   }
   double num_tokens = 0.0;
   if (with_loss) num_tokens = load_labels(batch, 0.0f, op);
-  load_inputs(transient_in_, batch, op);
+  load_inputs(buf_.transient_in, batch, op);
   const int64_t first = range_.first_layer;
-  const LayerContext ctx = context(transient_in_, 0, /*dropout=*/false, first - 1);
-  TensorView x = transient_x_[0];
+  const LayerContext ctx = context(buf_.transient_in, 0, /*dropout=*/false, first - 1);
+  TensorView x = buf_.transient_x[0];
   if (range_.embedding) {
     MT_CHECK(input.empty()) << op << ": the first stage embeds the tokens; it takes no input hidden states";
     need(params_->embedding_params());
-    embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {transient_in_.tokens, ctx.positions}, x,
-                        transient_.attn_drop_mask, scratch_.dense, scratch_.sp_partial);
+    embedding_block_fwd(ctx, embedding_weights_f32(), vocab_shard(), {buf_.transient_in.tokens, ctx.positions}, x,
+                        buf_.transient.attn_drop_mask, buf_.scratch.dense, buf_.scratch.sp_partial);
   } else {
     receive(input, x, op);
     round_to_dtype(x, config_.params_dtype);  // as the training forward's copy in the activation dtype
   }
   for (int64_t i = first; i < range_.last_layer; ++i) {
     need(params_->layer_params(i));
-    LayerActivations act = transient_;
-    act.out = transient_x_[(local(i) + 1) % 2];
-    transformer_layer_fwd(context(transient_in_, 0, false, i), layer_weights_f32(i), x, act, scratch_);
+    LayerActivations act = buf_.transient;
+    act.out = buf_.transient_x[(local(i) + 1) % 2];
+    transformer_layer_fwd(context(buf_.transient_in, 0, false, i), layer_weights_f32(i), x, act, buf_.scratch);
     x = act.out;
   }
   StageForward result;
@@ -460,9 +349,9 @@ StageForward Stage::forward_only(const MicroBatch& batch, const TensorView& inpu
   need(params_->head_params());
   // The head's saved tensors are not needed: the final-norm statistics go to the transient.
   HeadSaved head;
-  head.final_norm = transient_.norm1;
-  output_head_fwd(ctx, head_weights_f32(), head_grads(), vocab_shard().start, x, head, head_scratch_,
-                  {with_loss ? labels_ : TensorView(), losses_, dlosses_, logits, 0.0f});
+  head.final_norm = buf_.transient.norm1;
+  output_head_fwd(ctx, head_weights_f32(), head_grads(), vocab_shard().start, x, head, buf_.head_scratch,
+                  {with_loss ? buf_.labels : TensorView(), buf_.losses, buf_.dlosses, logits, 0.0f});
   if (with_loss) result.loss = loss_sums(num_tokens);
   return result;
 }

@@ -25,6 +25,7 @@
 #include "model/micro_batch.h"
 #include "model/params.h"
 #include "model/recompute.h"
+#include "model/stage_buffers.h"
 
 namespace mt {
 
@@ -90,13 +91,13 @@ class Stage {
   const TensorParallel& tensor_parallel() const { return tp_; }
   int64_t micro_batch() const { return b_; }
   // [Nl, h], Nl = s·b (s·b/t under sequence parallelism): the hidden states passed between stages.
-  Shape hidden_shape() const { return dx_.shape; }
-  int slots() const { return static_cast<int>(slots_.size()); }
+  Shape hidden_shape() const { return buf_.dx.shape; }
+  int slots() const { return static_cast<int>(buf_.slots.size()); }
   bool slot_busy(int slot) const;
   // Logits [rows, V_padded / t] of the last chunk of the last forward() (all s·b rows when
   // head_chunk_tokens >= s·b and grad_scale was 0); valid until the next forward(), backward() or
   // forward_only(), since it shares memory with the layers' scratch. For tests.
-  TensorView last_logits_chunk() const { return head_scratch_.logits_chunk; }
+  TensorView last_logits_chunk() const { return buf_.head_scratch.logits_chunk; }
   // Bytes of saved activations (exact, as carved from the arena), all slots together.
   size_t activation_bytes() const { return activations_->requested(); }
   // What global layer `layer` keeps per micro-batch, from the buffers carved for it (under full
@@ -106,37 +107,20 @@ class Stage {
   void set_seed(uint64_t seed) { seed_ = seed; }
 
  private:
-  // The micro-batch's tensors on the device.
-  struct Inputs {
-    TensorView tokens, positions, doc_start;  // i32 [b, s]
-    bool has_positions = false, has_doc_start = false;
-  };
-  struct Slot {
-    bool busy = false;  // forward done, backward pending
-    uint64_t round = 0;   // the forward's dropout round and switch, which its backward reuses
-    bool dropout = true;
-    Inputs in;
-    TensorView emb_drop_mask;  // u8 [Nl, h] (first stage)
-    TensorView input;          // [Nl, h] the first layer's input: embedding output or received hidden states
-    std::vector<LayerActivations> layers;  // one per layer of the stage (the last one's out: see output_)
-    HeadSaved head;            // (last stage)
-  };
-
-  void carve(Arena& activations, Arena& workspace, int threads);
-  Slot& slot_at(int slot, const char* op);
-  void load_inputs(Inputs& in, const MicroBatch& batch, const char* op);
-  LayerContext context(const Inputs& in, uint64_t round, bool dropout, int64_t layer) const;
+  StageSlot& slot_at(int slot, const char* op);
+  void load_inputs(StageInputs& in, const MicroBatch& batch, const char* op);
+  LayerContext context(const StageInputs& in, uint64_t round, bool dropout, int64_t layer) const;
   bool mixed() const { return config_.params_dtype != DType::f32; }
   int64_t local(int64_t layer) const { return layer - range_.first_layer; }
   // Layer i's forward from its f32 input; stores its activations in the slot and returns its f32
   // output (with_output = false: a rerun before the backward that stops short of fc2 and returns
   // an empty view, see transformer_layer_fwd).
-  TensorView layer_fwd(Slot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
+  TensorView layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
   // The previous stage's output hidden states (f32 or the activation dtype) into dst, checked.
   void receive(const TensorView& input, const TensorView& dst, const char* op);
   // The input of `layer` as f32: the stage's input or the previous layer's saved output, itself
   // or (16-bit) staged.
-  TensorView layer_input_f32(const Slot& slot, int64_t layer, const TensorView& staging);
+  TensorView layer_input_f32(const StageSlot& slot, int64_t layer, const TensorView& staging);
   // f32 views of layer i's weights: the parameters themselves, or (16-bit) a staged copy.
   LayerWeights layer_weights_f32(int64_t layer);
   // f32 views of a layer's saved activations: the tensors themselves, or (16-bit) staging views
@@ -162,12 +146,10 @@ class Stage {
   Backend& backend_;
   uint64_t seed_ = 1234;
   int64_t s_ = 0, b_ = 0;
-  int64_t head_chunk_ = 0;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
-  std::vector<Slot> slots_;
-  TensorView output_;  // a stage without the head: every slot's last-layer output (see StageForward)
+  StageBuffers buf_;  // every buffer of both arenas (stage_buffers.h)
   GradsReady grads_ready_;
   ParamsNeeded params_needed_;
   void need(ParamStore::IndexRange params) const {
@@ -177,24 +159,6 @@ class Stage {
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;
   std::vector<int32_t> host_labels_;
-  TensorView labels_, dlosses_;  // [N] on the device (consumed within the forward)
-  TensorView losses_;            // [N]
-  // Scratch.
-  LayerScratch scratch_;
-  HeadScratch head_scratch_;
-  TensorView dx_;                   // [Nl, h] running residual gradient
-  TensorView rope_cos_, rope_sin_;  // [max_pos, d/2] (RoPE only)
-  // The forward-only path: its inputs, one layer's transient activations (f32) and its layers'
-  // inputs/outputs (ping-pong), laid over the backward-only scratch.
-  Inputs transient_in_;
-  LayerActivations transient_;
-  TensorView transient_x_[2];
-  // f32 staging under --bf16/--fp16 (empty otherwise): one layer's weights and activations,
-  // the vocabulary-sized embedding/output weight, and layer inputs/outputs (ping-pong).
-  LayerWeights layer_w32_;
-  LayerActivations layer_act32_;
-  TensorView vocab_w32_, pos_w32_, final_w32_, final_b32_;
-  TensorView x32_[2];  // [Nl, h]
 };
 
 }  // namespace mt
