@@ -34,8 +34,8 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   // Carve once on measuring arenas to learn the exact sizes, then for real.
   const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
   const StageBufferBytes bytes = measure_stage_buffers(geometry);
-  activations_ = std::make_unique<Arena>(backend, MemCategory::activations, bytes.activations, tracker);
-  workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes.workspace, tracker);
+  activations_ = std::make_unique<Arena>(backend, MemCategory::activations, bytes.activations_reserved, tracker);
+  workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes.workspace_reserved, tracker);
   carve_stage_buffers(geometry, params_->values(), *activations_, *workspace_, buf_);
   activations_->zero_used();
   workspace_->zero_used();

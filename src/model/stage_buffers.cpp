@@ -125,7 +125,7 @@ StageBufferBytes measure_stage_buffers(const StageGeometry& g) {
   Arena activations(MemCategory::activations), workspace(MemCategory::workspace);
   StageBuffers buffers;
   carve_stage_buffers(g, param_shapes(g.config, g.range), activations, workspace, buffers);
-  return {activations.used(), workspace.used(), activations.requested()};
+  return {activations.requested(), workspace.requested(), activations.used(), workspace.used()};
 }
 
 }  // namespace mt

@@ -73,8 +73,8 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
                          StageBuffers& out);
 
 struct StageBufferBytes {
-  size_t activations = 0, workspace = 0;  // the arenas' capacities (alignment included)
-  size_t activations_requested = 0;       // the activations' own bytes (no alignment)
+  size_t activations = 0, workspace = 0;  // the tensors' own bytes, as the memory tracker counts them
+  size_t activations_reserved = 0, workspace_reserved = 0;  // the arenas' capacities (alignment included)
 };
 // What the stage `g` describes reserves, by carving it on measuring arenas.
 StageBufferBytes measure_stage_buffers(const StageGeometry& g);

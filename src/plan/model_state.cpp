@@ -20,7 +20,10 @@ ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range,
   const bool sharded = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
   int64_t state = 0;  // up to the last parameter's end (no trailing padding) when not sharded
   for (const BufferRange& p : layout.params) state = std::max(state, p.end);
-  if (sharded) state = layout.numel / ddp.data_parallel_size;
+  if (sharded) {
+    state = layout.numel / ddp.data_parallel_size;  // every bucket divides by the data-parallel size
+    b.reduce_scatter = state * 4;
+  }
   const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
   b.optimizer = tensors * state * 4;
   return b;

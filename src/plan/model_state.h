@@ -14,6 +14,9 @@ namespace mt {
 
 struct ModelStateBytes {
   int64_t weights = 0, grads = 0, optimizer = 0;
+  // The distributed optimizer's reduce-scatter output: this rank's shard of every bucket (f32),
+  // a communication buffer.
+  int64_t reduce_scatter = 0;
   int64_t total() const { return weights + grads + optimizer; }
 };
 

@@ -78,6 +78,26 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   return g;
 }
 
+TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size, int threads) {
+  TrainingLayout l;
+  l.model = finalized(model);
+  l.grid = train_grid_config(model, train, world_size);
+  const TrainConfig t = finalized(train, ParallelGrid(l.grid), 0);
+  l.pipeline = t.pipeline;
+  l.pipeline.num_layers = l.model.num_layers;
+  l.micro_batch = t.micro_batch_size;
+  l.num_microbatches = static_cast<int>(t.num_microbatches);
+  l.microbatch_group_size = t.microbatch_group_size;
+  l.ddp.data_parallel_size = static_cast<int>(t.data_parallel_size);
+  l.ddp.use_distributed_optimizer = t.use_distributed_optimizer;
+  l.ddp.overlap_grad_reduce = t.overlap_grad_reduce;
+  l.ddp.bucket_size = t.ddp_bucket_size;
+  l.ddp.overlap_param_gather = t.overlap_param_gather;
+  l.ddp.average_in_collective = t.ddp_average_in_collective;
+  l.threads = threads;
+  return l;
+}
+
 std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const TrainConfig& train, int world_size) {
   return finalized(train, ParallelGrid(train_grid_config(model, train, world_size)), 0).dataset_sizes();
 }
@@ -116,31 +136,22 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                           config_.data_parallel_size);
   }
   // This rank's pipeline stage and the schedules that drive it (validated by running every
-  // rank's list in the simulator: a bad list fails here, not as a hang).
+  // rank's list in the simulator: a bad list fails here, not as a hang), from the layout that
+  // `megatron plan` reads too.
+  Backend& backend = backend_of(context);
+  const TrainingLayout layout = training_layout(model, train, groups_.world->size(), backend.max_threads());
   pp_rank_ = groups_.grid.dense_coords(groups_.world->rank()).pp;
-  PartitionConfig partition_config = config_.pipeline;
-  partition_config.num_layers = model_config_.num_layers;
-  const PipelinePartition partition = partition_layers(partition_config);
-  ScheduleConfig schedule{partition.pp, partition.vp, static_cast<int>(config_.num_microbatches),
-                          config_.microbatch_group_size, false};
-  train_schedule_ = build_schedule(schedule);
-  check_schedule(train_schedule_);
-  schedule.forward_only = true;
-  eval_schedule_ = build_schedule(schedule);
-  check_schedule(eval_schedule_);
-  const std::vector<Action>& actions = train_schedule_.ranks[static_cast<size_t>(pp_rank_)];
-  const std::vector<int> slots = max_in_flight(actions, partition.vp);
+  const PipelinePlan pipeline = pipeline_plan(layout);
+  const PipelinePartition& partition = pipeline.partition;
+  train_schedule_ = pipeline.train;
+  eval_schedule_ = pipeline.eval;
+  const std::vector<int> slots = pipeline.slots(pp_rank_);
 
   StageOptions stage_options;
   stage_options.tp_comm = groups_.tp.get();
-  DdpConfig& ddp = stage_options.ddp;
-  ddp.data_parallel_size = static_cast<int>(config_.data_parallel_size);
-  ddp.use_distributed_optimizer = config_.use_distributed_optimizer;
-  ddp.overlap_grad_reduce = config_.overlap_grad_reduce;
-  ddp.bucket_size = config_.ddp_bucket_size;
-  ddp.overlap_param_gather = config_.overlap_param_gather;
-  ddp.average_in_collective = config_.ddp_average_in_collective;
-  Backend& backend = backend_of(context);
+  stage_options.threads = layout.threads;
+  stage_options.ddp = layout.ddp;
+  const DdpConfig& ddp = layout.ddp;
   std::vector<OptimizedParams> optimized;
   for (int c = 0; c < partition.vp; ++c) {
     const ChunkLayers& layers = partition.chunk(pp_rank_, c);
@@ -161,8 +172,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     dp_syncs_.push_back(std::move(sync));
   }
   optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get(), groups_.tp->rank());
-  const int receives = std::max(max_buffered_receives(actions, partition.pp),
-                                max_buffered_receives(eval_schedule_.ranks[static_cast<size_t>(pp_rank_)], partition.pp));
+  const int receives = pipeline.receive_buffers(pp_rank_);
   if (receives > 0) {
     const Shape message = chunks_.front()->hidden_shape();
     Arena measure(MemCategory::comm);

@@ -40,6 +40,7 @@
 #include "optim/optimizer.h"
 #include "parallel/process_groups.h"
 #include "pipeline/executor.h"
+#include "plan/memory_plan.h"
 #include "train/metrics.h"
 #include "train/run_context.h"
 #include "train/train_config.h"
@@ -73,6 +74,11 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
 // The samples each split needs (TrainConfig::dataset_sizes) for a run of world_size ranks, whose
 // grid decides the data-parallel size they depend on.
 std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const TrainConfig& train, int world_size);
+
+// What lays out every rank's memory (plan/memory_plan.h), as the Trainer builds it: the grid,
+// the pipeline split, the schedule's micro-batches, the DDP settings; threads: the backend's.
+// Throws mt::Error for a layout the grid refuses.
+TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size, int threads);
 
 class Trainer {
  public:

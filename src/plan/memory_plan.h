@@ -1,0 +1,75 @@
+// Owns a training run's memory per rank from its configuration alone: what each pipeline rank's
+// model chunks, optimizer and communication buffers reserve, as the Trainer lays them out (its
+// stages' slots from the pipeline schedule, its receive buffers, the distributed optimizer's
+// shards), without building a model, allocating a byte or starting MPI. The ranks of one pipeline
+// stage differ only in their tensor- and data-parallel coordinates, which shard evenly, so the
+// plan is per pipeline rank.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/param_layout.h"
+#include "parallel/grid.h"
+#include "pipeline/partition.h"
+#include "pipeline/schedule.h"
+#include "plan/model_state.h"
+
+namespace mt {
+
+// What fixes every rank's memory: the model and the training flags that lay it out.
+struct TrainingLayout {
+  ModelConfig model;  // finalized (its tensor-parallel size, recomputation, dtype)
+  GridConfig grid;
+  PartitionConfig pipeline;  // its pp and num_layers match grid and model
+  int64_t micro_batch = 1;
+  int num_microbatches = 1;       // per iteration and data-parallel rank
+  int microbatch_group_size = 0;  // interleaving's; 0 = pp
+  DdpConfig ddp;                  // data_parallel_size: the grid's
+  int threads = 1;                // the attention workspace's
+};
+
+// The pipeline a layout runs: its split into model chunks and its schedules (training, and the
+// forward-only one of evaluation), each checked by the simulator.
+struct PipelinePlan {
+  PipelinePartition partition;
+  Schedule train, eval;
+
+  // Per model chunk of pipeline rank `pp_rank`, the micro-batches in flight at once: its stage's
+  // activation slots.
+  std::vector<int> slots(int pp_rank) const;
+  // The f32 hidden-state messages pipeline rank `pp_rank` holds before the computes that consume
+  // them (either schedule): its receive buffers.
+  int receive_buffers(int pp_rank) const;
+};
+PipelinePlan pipeline_plan(const TrainingLayout& layout);
+
+// One model chunk of a pipeline rank.
+struct ChunkMemory {
+  StageRange range;
+  int slots = 0;  // micro-batches in flight (the schedule's most)
+  ModelStateBytes state;
+  int64_t activations = 0;  // by formula (plan/activation_memory)
+  int64_t workspace = 0;    // as the stage carves it (model/stage_buffers)
+};
+
+// Bytes by the memory tracker's categories.
+struct RankMemory {
+  int64_t weights = 0, grads = 0, optimizer = 0, activations = 0, workspace = 0, comm = 0;
+  // Every buffer is reserved up front and kept to the end: the peak is their sum.
+  int64_t peak() const { return weights + grads + optimizer + activations + workspace + comm; }
+};
+
+struct PipelineRankMemory {
+  int pp_rank = 0;
+  std::vector<ChunkMemory> chunks;
+  int receive_buffers = 0;  // f32 hidden-state messages waiting for their compute
+  RankMemory total;
+};
+
+// One entry per pipeline rank. Throws mt::Error for layouts the Trainer would refuse (a split
+// that does not divide, a schedule that does not fit).
+std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout);
+
+}  // namespace mt
