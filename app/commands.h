@@ -20,6 +20,8 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world = nul
 // Megatron's text generation server (PUT /api) and OpenAI-style completions over HTTP; the ranks of
 // `world` form one tensor-parallel group, rank 0 listening.
 int cmd_serve(const std::vector<std::string>& args, Communicator* world = nullptr);
+// What a train command line would reserve per rank, compute and idle, from the flags alone.
+int cmd_plan(const std::vector<std::string>& args);
 // Checkpoints to and from Hugging Face, and offline resharding (tools/checkpoint/convert.py).
 // One process: under mpirun with several ranks it refuses rather than write the same files twice.
 int cmd_convert(const std::vector<std::string>& args, Communicator* world = nullptr);

@@ -21,7 +21,8 @@ const char* kUsage =
     "  preprocess   tokenize JSON lines into .bin/.idx datasets, or merge datasets\n"
     "  generate     continue prompts with a trained model (KV cache, sampling, tensor parallel)\n"
     "  serve        answer generation requests over HTTP (Megatron's /api, OpenAI completions)\n"
-    "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n";
+    "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n"
+    "  plan         memory per rank, FLOPs and pipeline bubble of a train command line, without running it\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
 bool launched_as_mpi_rank() {
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     if (command == "generate") return mt::cmd_generate(args, world.get());
     if (command == "serve") return mt::cmd_serve(args, world.get());
     if (command == "convert") return mt::cmd_convert(args, world.get());
+    if (command == "plan") return mt::cmd_plan(args);
     std::fprintf(stderr, "megatron: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   });

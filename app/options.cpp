@@ -170,6 +170,9 @@ const std::vector<OptionSpec> kTable = {
     {"--max-concurrent-requests", T::integer, "64", "requests admitted at once, waiting or running (more: 429)", "", "serve"},
     {"--max-top-logprobs", T::integer, "20", "largest OpenAI logprobs = n", "", "serve"},
     {"--served-model-name", T::text, "megatron", "the model's name in OpenAI responses and /v1/models", "", "serve"},
+    // megatron plan (also takes every train option).
+    {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
+    {"--json", T::flag, "", "print the plan as one JSON object (a ranks list with each rank's bytes)", "", "plan"},
     // megatron convert (tools/checkpoint/convert.py).
     {"--model-type", T::choice, "GPT", "the model family (only GPT models exist here)", "GPT", "convert"},
     {"--loader", T::choice, "", "what --load-dir holds: a megatron.cpp checkpoint or a Hugging Face model directory", "megatron|hf", "convert"},
@@ -180,11 +183,15 @@ const std::vector<OptionSpec> kTable = {
     {"--target-pipeline-parallel-size", T::integer, "1", "--saver megatron: the pipeline-parallel size of the files written", "", "convert"},
 };
 
+bool listed(const OptionSpec& o, const std::string& command) {
+  const std::string commands = std::string(",") + o.commands + ",";
+  return commands.find("," + command + ",") != std::string::npos;
+}
+
+// `megatron plan` reads a train command line as it stands: every train option, and its own.
 const OptionSpec* find(const std::string& command, const std::string& name) {
-  for (const OptionSpec& o : kTable) {
-    const std::string commands = std::string(",") + o.commands + ",";
-    if (name == o.name && commands.find("," + command + ",") != std::string::npos) return &o;
-  }
+  for (const OptionSpec& o : kTable)
+    if (name == o.name && (listed(o, command) || (command == "plan" && listed(o, "train")))) return &o;
   return nullptr;
 }
 

@@ -1,0 +1,137 @@
+// `megatron plan`: what a `megatron train` command line would reserve on every rank, how much
+// it computes and how long its pipeline idles, from the flags alone: no model is built, no
+// memory allocated, no MPI started. The memory is the memory tracker's, category by category
+// (plan/memory_plan).
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "app/options.h"
+#include "app/tokenizer_flags.h"
+#include "app/train_flags.h"
+#include "backend/backend.h"
+#include "base/memory.h"
+#include "data/tokenizer.h"
+#include "plan/flops.h"
+#include "plan/memory_plan.h"
+#include "train/trainer.h"
+
+namespace mt {
+
+namespace {
+
+std::string chunk_name(const StageRange& r) {
+  std::string name = r.num_layers() > 0 ? "layers " + std::to_string(r.first_layer) + ".." +
+                                              std::to_string(r.last_layer - 1)
+                                        : "no layers";
+  if (r.embedding) name += " + embedding";
+  if (r.head) name += " + output layer and loss";
+  return name;
+}
+
+std::string ranks_of_stage(const ParallelGrid& grid, int pp_rank) {
+  std::string list;
+  int count = 0;
+  for (int r = 0; r < grid.world_size(); ++r) {
+    if (grid.dense_coords(r).pp != pp_rank) continue;
+    if (++count <= 8) list += (list.empty() ? "" : ",") + std::to_string(r);
+  }
+  return count > 8 ? list + ",... (" + std::to_string(count) + " ranks)" : list;
+}
+
+std::string bytes(int64_t n) { return format_bytes(static_cast<size_t>(n)); }
+
+// Megatron's bubble: idle time over ideal compute time, (p - 1) / (v · m) with forward and
+// backward of every virtual stage taking the same time.
+double bubble_fraction(int pp, int vp, int microbatches) {
+  return static_cast<double>(pp - 1) / (static_cast<double>(vp) * microbatches);
+}
+
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") {
+      std::fputs(options_help("plan").c_str(), stdout);
+      return 0;
+    }
+  const Options options = parse_options("plan", args);
+  ModelConfig model = model_config(options);
+  const TrainConfig train = train_config(options);
+  // The vocabulary decides the embedding's size: --vocab-size, or the tokenizer's (as train).
+  if (!options.has("--vocab-size")) {
+    MT_CHECK(has_tokenizer_flags(options)) << "pass --vocab-size, or the tokenizer flags train would read it from";
+    model.vocab_size = make_tokenizer(tokenizer_options(options))->vocab_size();
+  }
+  const int64_t world_size = options.integer("--world-size");
+  MT_CHECK(world_size >= 1 && world_size <= 1'000'000) << "--world-size must be between 1 and 1000000, got " << world_size;
+  const TrainingLayout layout =
+      training_layout(model, train, static_cast<int>(world_size), cpu_backend().max_threads());
+  const ParallelGrid grid(layout.grid);
+  const std::vector<PipelineRankMemory> memory = plan_memory(layout);
+  const PipelinePlan pipeline = pipeline_plan(layout);
+  const int64_t global_batch = layout.micro_batch * layout.num_microbatches * grid.dp();
+  const double flops = flops_per_iteration(layout.model, global_batch);
+  const double bubble = bubble_fraction(grid.pp(), pipeline.partition.vp, layout.num_microbatches);
+
+  if (options.flag("--json")) {
+    nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
+    for (int r = 0; r < grid.world_size(); ++r) {
+      const DenseCoords at = grid.dense_coords(r);
+      const RankMemory& m = memory[static_cast<size_t>(at.pp)].total;
+      ranks.push_back({{"rank", r},
+                       {"tp_rank", at.tp},
+                       {"pp_rank", at.pp},
+                       {"dp_rank", at.dp},
+                       {"weights_bytes", m.weights},
+                       {"grads_bytes", m.grads},
+                       {"optimizer_bytes", m.optimizer},
+                       {"activations_bytes", m.activations},
+                       {"workspace_bytes", m.workspace},
+                       {"comm_bytes", m.comm},
+                       {"peak_bytes", m.peak()}});
+    }
+    const nlohmann::ordered_json plan = {{"world_size", grid.world_size()},
+                                 {"tensor_model_parallel_size", grid.tp()},
+                                 {"pipeline_model_parallel_size", grid.pp()},
+                                 {"virtual_pipeline_model_parallel_size", pipeline.partition.vp},
+                                 {"data_parallel_size", grid.dp()},
+                                 {"micro_batch_size", layout.micro_batch},
+                                 {"num_microbatches", layout.num_microbatches},
+                                 {"global_batch_size", global_batch},
+                                 {"flops_per_iteration", flops},
+                                 {"pipeline_bubble_fraction", bubble},
+                                 {"ranks", ranks}};
+    std::puts(plan.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model: %s\n", layout.model.summary().c_str());
+  std::printf("layout: %d ranks = tensor parallel %d%s x pipeline parallel %d%s x data parallel %d; %d micro-batches "
+              "of %lld per iteration and data-parallel rank (global batch %lld)\n",
+              grid.world_size(), grid.tp(), layout.model.sequence_parallel && grid.tp() > 1 ? " (sequence parallel)" : "",
+              grid.pp(), pipeline.partition.vp > 1 ? (" (" + std::to_string(pipeline.partition.vp) + " chunks per rank)").c_str() : "",
+              grid.dp(), layout.num_microbatches, static_cast<long long>(layout.micro_batch),
+              static_cast<long long>(global_batch));
+  std::printf("memory per rank (bytes the memory tracker counts; the same on every rank of a pipeline stage):\n");
+  for (const PipelineRankMemory& stage : memory) {
+    const RankMemory& m = stage.total;
+    std::printf("  pipeline rank %d (ranks %s): peak %s = weights %s | grads %s | optimizer %s | activations %s | "
+                "workspace %s | comm %s\n",
+                stage.pp_rank, ranks_of_stage(grid, stage.pp_rank).c_str(), bytes(m.peak()).c_str(),
+                bytes(m.weights).c_str(), bytes(m.grads).c_str(), bytes(m.optimizer).c_str(), bytes(m.activations).c_str(),
+                bytes(m.workspace).c_str(), bytes(m.comm).c_str());
+    for (const ChunkMemory& c : stage.chunks)
+      std::printf("    %s: activations %s (%d micro-batch%s in flight), workspace %s\n", chunk_name(c.range).c_str(),
+                  bytes(c.activations).c_str(), c.slots, c.slots == 1 ? "" : "es", bytes(c.workspace).c_str());
+  }
+  std::printf("FLOPs per iteration: %.4g (Megatron's formula), %.4g per rank\n", flops, flops / grid.world_size());
+  std::printf("pipeline bubble: %.4f of the ideal time ((p - 1) / (v m) = %d / (%d x %d))\n", bubble, grid.pp() - 1,
+              pipeline.partition.vp, layout.num_microbatches);
+  return 0;
+}
+
+}  // namespace mt

@@ -1,0 +1,171 @@
+#include "app/train_flags.h"
+
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+
+namespace mt {
+
+ModelConfig model_config(const Options& o) {
+  ModelConfig c;
+  c.num_layers = o.integer("--num-layers");
+  c.hidden_size = o.integer("--hidden-size");
+  if (o.has("--ffn-hidden-size")) c.ffn_hidden_size = o.integer("--ffn-hidden-size");
+  c.num_attention_heads = o.integer("--num-attention-heads");
+  if (o.has("--num-query-groups")) {
+    MT_CHECK(o.flag("--group-query-attention")) << "--num-query-groups needs --group-query-attention";
+    c.num_query_groups = o.integer("--num-query-groups");
+  } else {
+    MT_CHECK(!o.flag("--group-query-attention")) << "--group-query-attention needs --num-query-groups";
+  }
+  if (o.has("--kv-channels")) c.kv_channels = o.integer("--kv-channels");
+  c.seq_length = o.integer("--seq-length");
+  if (o.has("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
+  c.position_embedding_type =
+      o.text("--position-embedding-type") == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
+  c.rotary_base = o.real("--rotary-base");
+  c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
+  c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
+  MT_CHECK(!(o.flag("--swiglu") && o.flag("--openai-gelu"))) << "--swiglu and --openai-gelu exclude each other";
+  c.activation = o.flag("--swiglu") ? Activation::swiglu : o.flag("--openai-gelu") ? Activation::gelu_tanh
+                                                                                    : Activation::gelu;
+  c.add_bias_linear = !o.flag("--disable-bias-linear");
+  c.hidden_dropout = static_cast<float>(o.real("--hidden-dropout"));
+  c.attention_dropout = static_cast<float>(o.real("--attention-dropout"));
+  c.init_method_std = static_cast<float>(o.real("--init-method-std"));
+  if (o.has("--vocab-size")) c.vocab_size = o.integer("--vocab-size");
+  c.make_vocab_size_divisible_by = o.integer("--make-vocab-size-divisible-by");
+  c.untie_embeddings_and_output_weights = o.flag("--untie-embeddings-and-output-weights");
+  c.attention_impl = o.text("--attention-backend") == "unfused" ? AttentionImpl::unfused : AttentionImpl::flash;
+  MT_CHECK(!(o.flag("--bf16") && o.flag("--fp16"))) << "--bf16 and --fp16 exclude each other";
+  c.params_dtype = o.flag("--bf16") ? DType::bf16 : o.flag("--fp16") ? DType::f16 : DType::f32;
+  std::string granularity = o.has("--recompute-granularity") ? o.text("--recompute-granularity") : "";
+  if (o.flag("--recompute-activations")) {
+    MT_CHECK(granularity.empty() || granularity == "selective")
+        << "--recompute-activations means --recompute-granularity selective; drop one of them";
+    granularity = "selective";
+  }
+  if (granularity == "full") {
+    MT_CHECK(o.has("--recompute-method"))
+        << "--recompute-granularity full needs --recompute-method uniform or block";
+    c.recompute_granularity = RecomputeGranularity::full;
+    c.recompute_method = o.text("--recompute-method") == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
+  } else {
+    MT_CHECK(!o.has("--recompute-method")) << "--recompute-method applies to --recompute-granularity full only";
+    if (granularity == "selective") c.recompute_granularity = RecomputeGranularity::selective;
+  }
+  if (o.has("--recompute-modules")) {
+    MT_CHECK(granularity == "selective") << "--recompute-modules applies to --recompute-granularity selective only";
+    c.recompute_core_attn = false;
+    for (const std::string& module : o.list("--recompute-modules")) {
+      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp")
+          << "--recompute-modules " << module << ": this model has only core_attn, layernorm and mlp "
+          << "(moe_act, moe, shared_experts, mla_up_proj and the others need layers it does not have)";
+      if (module == "core_attn") c.recompute_core_attn = true;
+      if (module == "mlp") c.recompute_mlp = true;
+    }
+  }
+  c.recompute_num_layers = o.integer("--recompute-num-layers");
+  c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
+  c.sequence_parallel = o.flag("--sequence-parallel");
+  return c;
+}
+
+namespace {
+
+std::optional<int64_t> optional_integer(const Options& o, const char* name) {
+  if (!o.has(name)) return std::nullopt;
+  return o.integer(name);
+}
+
+std::optional<double> optional_real(const Options& o, const char* name) {
+  if (!o.has(name)) return std::nullopt;
+  return o.real(name);
+}
+
+// A count that must be >= 1 and fit an int (a rank or stage count).
+int small_positive(int64_t value, const char* flag) {
+  MT_CHECK(value >= 1 && value <= 1'000'000) << flag << " must be between 1 and 1000000 (got " << value << ")";
+  return static_cast<int>(value);
+}
+
+}  // namespace
+
+TrainConfig train_config(const Options& o) {
+  TrainConfig t;
+  MT_CHECK(o.has("--micro-batch-size")) << "pass --micro-batch-size (sequences per micro-batch)";
+  t.micro_batch_size = o.integer("--micro-batch-size");
+  if (o.has("--global-batch-size")) t.global_batch_size = o.integer("--global-batch-size");
+  t.train_iters = optional_integer(o, "--train-iters");
+  t.train_samples = optional_integer(o, "--train-samples");
+  t.log_interval = o.integer("--log-interval");
+  t.eval_interval = optional_integer(o, "--eval-interval");
+  t.eval_iters = o.integer("--eval-iters");
+  t.exit_interval = optional_integer(o, "--exit-interval");
+  t.seed = static_cast<uint64_t>(o.integer("--seed"));
+  t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
+  t.pipeline.pp = small_positive(o.integer("--pipeline-model-parallel-size"), "--pipeline-model-parallel-size");
+  t.pipeline.first_stage_layers = optional_integer(o, "--decoder-first-pipeline-num-layers");
+  t.pipeline.last_stage_layers = optional_integer(o, "--decoder-last-pipeline-num-layers");
+  t.pipeline.account_for_embedding = o.flag("--account-for-embedding-in-pipeline-split");
+  t.pipeline.account_for_loss = o.flag("--account-for-loss-in-pipeline-split");
+  t.pipeline.layers_per_virtual_stage = optional_integer(o, "--num-layers-per-virtual-pipeline-stage");
+  if (const std::optional<int64_t> v = optional_integer(o, "--num-virtual-stages-per-pipeline-rank"))
+    t.pipeline.virtual_stages_per_rank = small_positive(*v, "--num-virtual-stages-per-pipeline-rank");
+  if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))
+    t.microbatch_group_size = small_positive(*g, "--microbatch-group-size-per-virtual-pipeline-stage");
+  t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
+  t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
+  t.ddp_bucket_size = o.integer("--ddp-bucket-size");
+  t.overlap_param_gather = o.flag("--overlap-param-gather");
+  t.ddp_average_in_collective = o.flag("--ddp-average-in-collective");
+  if (o.has("--save")) t.checkpoint.save = o.text("--save");
+  if (o.has("--load")) t.checkpoint.load = o.text("--load");
+  if (o.has("--save-interval")) t.checkpoint.save_interval = o.integer("--save-interval");
+  t.checkpoint.ckpt_step = optional_integer(o, "--ckpt-step");
+  t.checkpoint.no_save_optim = o.flag("--no-save-optim");
+  t.checkpoint.no_load_optim = o.flag("--no-load-optim");
+  t.checkpoint.no_save_rng = o.flag("--no-save-rng");
+  t.checkpoint.no_load_rng = o.flag("--no-load-rng");
+  t.checkpoint.finetune = o.flag("--finetune");
+  t.checkpoint.exit_on_missing_checkpoint = o.flag("--exit-on-missing-checkpoint");
+  t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
+  t.eod_mask_loss = o.flag("--eod-mask-loss");
+  t.reset_position_ids = o.flag("--reset-position-ids");
+  t.reset_attention_mask = o.flag("--reset-attention-mask");
+  t.optimizer.adam_beta1 = static_cast<float>(o.real("--adam-beta1"));
+  t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
+  t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
+  t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
+  t.loss_scale.bf16 = o.flag("--bf16");
+  t.loss_scale.fp16 = o.flag("--fp16");
+  t.loss_scale.loss_scale = optional_real(o, "--loss-scale");
+  t.loss_scale.initial_loss_scale = o.real("--initial-loss-scale");
+  t.loss_scale.min_loss_scale = o.real("--min-loss-scale");
+  t.loss_scale.loss_scale_window = o.integer("--loss-scale-window");
+  t.loss_scale.hysteresis = o.integer("--hysteresis");
+
+  // Megatron has no default learning rate (its scheduler asserts on None).
+  MT_CHECK(o.has("--lr")) << "pass --lr (the peak learning rate)";
+  LrScheduleFlags& f = t.schedule;
+  f.lr = o.real("--lr");
+  f.min_lr = o.real("--min-lr");
+  f.lr_warmup_init = o.real("--lr-warmup-init");
+  f.lr_decay_style = o.text("--lr-decay-style");
+  f.lr_wsd_decay_style = o.text("--lr-wsd-decay-style");
+  f.lr_decay_iters = optional_integer(o, "--lr-decay-iters");
+  f.lr_warmup_iters = o.integer("--lr-warmup-iters");
+  f.lr_wsd_decay_iters = optional_integer(o, "--lr-wsd-decay-iters");
+  f.lr_decay_samples = optional_integer(o, "--lr-decay-samples");
+  f.lr_warmup_samples = o.integer("--lr-warmup-samples");
+  f.lr_wsd_decay_samples = optional_integer(o, "--lr-wsd-decay-samples");
+  f.lr_warmup_fraction = optional_real(o, "--lr-warmup-fraction");
+  f.weight_decay = o.real("--weight-decay");
+  f.start_weight_decay = optional_real(o, "--start-weight-decay");
+  f.end_weight_decay = optional_real(o, "--end-weight-decay");
+  f.weight_decay_incr_style = o.text("--weight-decay-incr-style");
+  return t;
+}
+
+}  // namespace mt
