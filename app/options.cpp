@@ -173,6 +173,10 @@ const std::vector<OptionSpec> kTable = {
     // megatron plan (also takes every train option).
     {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
     {"--json", T::flag, "", "print the plan as one JSON object (a ranks list with each rank's bytes)", "", "plan"},
+    {"--search", T::flag, "", "list the layouts (tp, sp, pp, v, micro-batch, recompute, distributed optimizer) that fit the memory budget, fastest first by a step-time model", "", "plan"},
+    {"--device", T::choice, "h100", "--search: the device model (peak FLOP/s, link and network bandwidth, memory)", "a100|h100|h200|cpu", "plan"},
+    {"--memory-budget-gb", T::real, "", "--search: memory per device in GiB (default: the device's)", "", "plan"},
+    {"--top", T::integer, "10", "--search: how many layouts to list", "", "plan"},
     // megatron convert (tools/checkpoint/convert.py).
     {"--model-type", T::choice, "GPT", "the model family (only GPT models exist here)", "GPT", "convert"},
     {"--loader", T::choice, "", "what --load-dir holds: a megatron.cpp checkpoint or a Hugging Face model directory", "megatron|hf", "convert"},

@@ -32,8 +32,11 @@ PipelinePlan pipeline_plan(const TrainingLayout& layout) {
 }
 
 std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout) {
+  return plan_memory(layout, pipeline_plan(layout));
+}
+
+std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const PipelinePlan& pipeline) {
   const ModelConfig& c = layout.model;
-  const PipelinePlan pipeline = pipeline_plan(layout);
   const PipelinePartition& partition = pipeline.partition;
   const int64_t sp = c.sequence_parallel ? c.tensor_model_parallel_size : 1;
   const int64_t message = 4 * c.seq_length / sp * layout.micro_batch * c.hidden_size;  // f32 [Nl, h]

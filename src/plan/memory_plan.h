@@ -71,5 +71,7 @@ struct PipelineRankMemory {
 // One entry per pipeline rank. Throws mt::Error for layouts the Trainer would refuse (a split
 // that does not divide, a schedule that does not fit).
 std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout);
+// The same with the layout's pipeline given (pipeline_plan(layout)).
+std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const PipelinePlan& pipeline);
 
 }  // namespace mt
