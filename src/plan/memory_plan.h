@@ -18,7 +18,7 @@
 
 namespace mt {
 
-// What fixes every rank's memory: the model and the training flags that lay it out.
+// What fixes every rank's memory and communication: the model and the training flags that lay it out.
 struct TrainingLayout {
   ModelConfig model;  // finalized (its tensor-parallel size, recomputation, dtype)
   GridConfig grid;
@@ -28,6 +28,8 @@ struct TrainingLayout {
   int microbatch_group_size = 0;  // interleaving's; 0 = pp
   DdpConfig ddp;                  // data_parallel_size: the grid's
   int threads = 1;                // the attention workspace's
+  // --calculate-per-token-loss: no memory, but one more all-reduce (plan/comm_volume.h).
+  bool per_token_loss = false;
 };
 
 // The pipeline a layout runs: its split into model chunks and its schedules (training, and the

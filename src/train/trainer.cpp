@@ -95,6 +95,7 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.ddp.overlap_param_gather = t.overlap_param_gather;
   l.ddp.average_in_collective = t.ddp_average_in_collective;
   l.threads = threads;
+  l.per_token_loss = t.calculate_per_token_loss;
   return l;
 }
 
@@ -187,6 +188,16 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   scaler_ = loss_scaler_from_flags(config_.loss_scale);
   buffers_.resize(static_cast<size_t>(config_.num_microbatches));
   flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
+}
+
+CommTotals Trainer::comm_totals(CommGroup group) const {
+  switch (group) {
+    case CommGroup::tp: return tp_counter_->totals();
+    case CommGroup::pp: return pp_counter_->totals();
+    case CommGroup::embedding: return embedding_counter_->totals();
+    case CommGroup::dp: return dp_counter_->totals();
+  }
+  MT_FAIL() << "no such communication group";
 }
 
 float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }

@@ -40,6 +40,7 @@
 #include "optim/optimizer.h"
 #include "parallel/process_groups.h"
 #include "pipeline/executor.h"
+#include "plan/comm_volume.h"
 #include "plan/memory_plan.h"
 #include "train/metrics.h"
 #include "train/run_context.h"
@@ -137,6 +138,9 @@ class Trainer {
   const ProcessGroups& groups() const { return groups_; }
   int64_t iteration() const { return iteration_; }
   int64_t consumed_train_samples() const { return consumed_train_samples_; }
+  // Every call this rank has made over a counted group since it was built, by kind; a step's
+  // traffic is the difference around train_step (what plan_comm predicts).
+  CommTotals comm_totals(CommGroup group) const;
 
  private:
   // Sums over the data-parallel group (every rank gets the total).

@@ -1,0 +1,290 @@
+// The communication of one train_step, term by term. Every term names the code that makes the
+// calls, so a change there shows up here (and in tests/parallel/test_plan_comm.cpp, which
+// compares the two exactly).
+//
+// Notation: t tensor-parallel ranks, m micro-batches per iteration, micro-batch b, sequence s,
+// hidden h; N = s·b rows; under sequence parallelism (sp, which needs t > 1) each rank holds
+// Nl = N/t of them, else Nl = N. H = one f32 [N, h] tensor: every tensor-parallel collective of
+// the layers moves the whole sequence's hidden states in f32 (the scratch buffers the layers
+// reduce into are f32 whatever --bf16 says; only the stored activations are 16-bit).
+#include "plan/comm_volume.h"
+
+#include <algorithm>
+
+#include "model/params.h"
+#include "model/recompute.h"
+#include "model/stage_buffers.h"
+#include "parallel/grid.h"
+#include "parallel/shard.h"
+
+namespace mt {
+
+namespace {
+
+using Collective = CommTotals::Kind CommTotals::*;
+constexpr Collective all_reduce = &CommTotals::all_reduce, all_gather = &CommTotals::all_gather,
+                     reduce_scatter = &CommTotals::reduce_scatter, send = &CommTotals::send,
+                     recv = &CommTotals::recv;
+
+void add_kind(CommTotals::Kind& to, const CommTotals::Kind& from) {
+  to.calls += from.calls;
+  to.bytes += from.bytes;
+}
+
+void add_totals(CommTotals& to, const CommTotals& from) {
+  for (Collective k : {all_reduce, all_gather, reduce_scatter, &CommTotals::broadcast, send, recv})
+    add_kind(to.*k, from.*k);
+}
+
+// A rank's terms; repeats of one (group, what) add up into one term.
+class Terms {
+ public:
+  void add(CommGroup group, const std::string& what, Collective kind, int64_t calls, int64_t bytes_each) {
+    if (calls == 0) return;
+    auto it = std::find_if(terms_.begin(), terms_.end(),
+                           [&](const CommTerm& t) { return t.group == group && t.what == what; });
+    if (it == terms_.end()) it = terms_.insert(terms_.end(), CommTerm{group, what, {}});
+    (it->totals.*kind).calls += static_cast<size_t>(calls);
+    (it->totals.*kind).bytes += static_cast<size_t>(calls * bytes_each);
+  }
+  std::vector<CommTerm> take() { return std::move(terms_); }
+
+ private:
+  std::vector<CommTerm> terms_;
+};
+
+// The tensor-parallel collectives of one model chunk's micro-batches (parallel/layers.cpp,
+// parallel/mappings.cpp), each `calls` times per micro-batch.
+class TensorParallelTerms {
+ public:
+  TensorParallelTerms(Terms& terms, const ModelConfig& c, int64_t micro_batch, int microbatches)
+      : terms_(terms),
+        sp_(c.sequence_parallel),
+        m_(microbatches),
+        rows_(c.seq_length * micro_batch),
+        hidden_(rows_ * c.hidden_size * 4) {}
+
+  // Column-parallel linear forward: under sp, the all-gather of its input's rows (H); without,
+  // nothing (its input is already whole on every rank).
+  void column_forward(const std::string& what, int64_t calls) {
+    if (sp_) add(what, all_gather, calls, hidden_);
+  }
+  // Row-parallel linear forward: its partial sums, all-reduced (H) or under sp reduce-scattered
+  // into this rank's rows (H in).
+  void row_forward(const std::string& what, int64_t calls) {
+    add(what, sp_ ? reduce_scatter : all_reduce, calls, hidden_);
+  }
+  // Row-parallel backward: under sp, the all-gather of the output gradient's rows (H).
+  void row_backward(const std::string& what, int64_t calls) {
+    if (sp_) add(what, all_gather, calls, hidden_);
+  }
+  // Column-parallel backward: the input gradient's partial sums all-reduced (H); under sp the
+  // input is all-gathered again (it was not kept) and the gradient reduce-scattered.
+  void column_backward(const std::string& what, int64_t calls) {
+    if (sp_) {
+      add(what, all_gather, calls, hidden_);
+      add(what, reduce_scatter, calls, hidden_);
+    } else {
+      add(what, all_reduce, calls, hidden_);
+    }
+  }
+
+  // A transformer layer's forward: qkv (column) and proj (row), fc1 (column) and fc2 (row). Per
+  // layer: without sp 2 all-reduces of H; with sp 2 all-gathers and 2 reduce-scatters of H.
+  void layer_forward(const std::string& what, int64_t layers) {
+    column_forward(what, 2 * layers);
+    row_forward(what, 2 * layers);
+  }
+  // Its backward mirrors it, block by block: fc2 (row), fc1 (column), proj (row), qkv (column).
+  // Per layer: without sp 2 all-reduces of H; with sp 4 all-gathers and 2 reduce-scatters of H.
+  void layer_backward(const std::string& what, int64_t layers) {
+    row_backward(what, 2 * layers);
+    column_backward(what, 2 * layers);
+  }
+  // The last layer of a fully recomputed group reruns short of fc2 (its output is kept):
+  // qkv, proj, fc1. Without sp 1 all-reduce of H; with sp 2 all-gathers and 1 reduce-scatter.
+  void layer_forward_to_fc1(const std::string& what, int64_t layers) {
+    column_forward(what, 2 * layers);
+    row_forward(what, layers);
+  }
+
+  // The vocabulary-parallel embedding (model/blocks/embedding.cpp) works like a row-parallel
+  // layer: each rank looks up its vocabulary rows, the partial sums are all-reduced (H) or under
+  // sp reduce-scattered; its backward under sp all-gathers the gradient's rows (H).
+  void embedding() {
+    row_forward("embedding forward", 1);
+    row_backward("embedding backward", 1);
+  }
+
+  // The output layer and loss (model/blocks/output_head.cpp), whose backward runs inside the
+  // forward: under sp the final norm's output all-gathered (H) and its input gradient
+  // reduce-scattered (H); without, that gradient all-reduced (H). The vocabulary-parallel cross
+  // entropy all-reduces 3 f32 vectors (row max, target logit, Σ exp) per chunk of `chunk` rows:
+  // 3·⌈N/chunk⌉ calls of 4·N·3 bytes in all.
+  void output_head(int64_t chunk) {
+    if (sp_) {
+      add("output head", all_gather, 1, hidden_);
+      add("output head", reduce_scatter, 1, hidden_);
+    } else {
+      add("output head", all_reduce, 1, hidden_);
+    }
+    for (int64_t r0 = 0; r0 < rows_; r0 += chunk) add("cross entropy", all_reduce, 3, 4 * std::min(chunk, rows_ - r0));
+  }
+
+ private:
+  void add(const std::string& what, Collective kind, int64_t calls, int64_t bytes) {
+    terms_.add(CommGroup::tp, what, kind, calls * m_, bytes);
+  }
+
+  Terms& terms_;
+  bool sp_;
+  int64_t m_, rows_, hidden_;
+};
+
+// One model chunk's tensor-parallel traffic over all micro-batches (model/stage.cpp: forward,
+// backward with its recomputation).
+void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
+  const ModelConfig& c = layout.model;
+  TensorParallelTerms tp(terms, c, layout.micro_batch, layout.num_microbatches);
+  if (range.embedding) tp.embedding();
+  tp.layer_forward("layer forward", range.num_layers());
+  if (range.head) tp.output_head(std::min(StageGeometry{}.head_chunk_tokens, c.seq_length * layout.micro_batch));
+  // Full recomputation: before the backward of a group's last layer the group's forward reruns
+  // from its saved input, every layer whole but the last, which stops short of fc2.
+  const RecomputePlan recompute(c, range);
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
+    if (!recompute.group_last(i)) continue;
+    tp.layer_forward("full recompute", i - recompute.group_first(i));
+    tp.layer_forward_to_fc1("full recompute", 1);
+  }
+  // Selective recomputation of the MLP reruns fc1 in each layer's backward (its all-gather under sp).
+  if (c.recompute_mlp) tp.column_forward("selective recompute (fc1)", range.num_layers());
+  tp.layer_backward("layer backward", range.num_layers());
+}
+
+// A chunk's parameters as the DDP buffer lays them out (as plan/model_state.cpp and ParamStore).
+DdpBufferLayout chunk_buffer(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp) {
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  std::vector<LayoutParam> sizes;
+  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
+  return ddp_buffer_layout(sizes, ddp);
+}
+
+// One chunk's gradient synchronisation (optim/grad_sync.cpp), once per iteration.
+void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range, bool embedding_group) {
+  const ModelConfig& c = layout.model;
+  const DdpConfig& ddp = layout.ddp;
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  const std::vector<ParamSpec> specs = param_specs(c, range);
+  // Parameters computed on s/t tokens under sp (the norms: every tp rank holds them whole) have
+  // partial gradients: each is all-reduced over tp (f32), one call per parameter.
+  if (t > 1)
+    for (const ParamSpec& s : specs)
+      if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel norm gradients", all_reduce, 1,
+                                         4 * shard_shape(s.shape, s.shard, t).numel());
+  // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
+  // distributed optimizer reduce-scattered (the whole bucket in). The same calls with or without
+  // --overlap-grad-reduce; only their timing differs.
+  const DdpBufferLayout buffer = chunk_buffer(c, specs, ddp);
+  const bool distributed = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
+  if (ddp.data_parallel_size > 1)
+    for (const DdpBucket& b : buffer.buckets)
+      terms.add(CommGroup::dp, "gradient buckets", distributed ? reduce_scatter : all_reduce, 1, 4 * b.range.numel());
+  // The tied word embedding's two copies (first and last pipeline stage): their f32 gradients
+  // summed over the embedding group after the dp reduction.
+  if (embedding_group)
+    for (const ParamSpec& s : specs)
+      if (s.shared_embedding)
+        terms.add(CommGroup::embedding, "tied embedding gradients", all_reduce, 1,
+                  4 * shard_shape(s.shape, s.shard, t).numel());
+}
+
+// After the optimizer step the distributed optimizer all-gathers every bucket of one chunk's
+// updated values (the parameter dtype, the whole bucket out), with or without
+// --overlap-param-gather. A step skipped for an fp16 overflow gathers nothing: the one
+// data-dependent term.
+void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
+  const ModelConfig& c = layout.model;
+  if (!layout.ddp.use_distributed_optimizer || layout.ddp.data_parallel_size <= 1) return;
+  for (const DdpBucket& b : chunk_buffer(c, param_specs(c, range), layout.ddp).buckets)
+    terms.add(CommGroup::dp, "parameter gather", all_gather, 1,
+              b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)));
+}
+
+// The pipeline's messages (pipeline/executor.cpp): every send and receive of the rank's action
+// list, one micro-batch's hidden states [Nl, h] each: activations in the parameter dtype,
+// gradients in f32.
+void pipeline_messages(Terms& terms, const TrainingLayout& layout, const std::vector<Action>& actions) {
+  const ModelConfig& c = layout.model;
+  const int64_t t = c.tensor_model_parallel_size;
+  const int64_t rows = c.seq_length * layout.micro_batch / (c.sequence_parallel && t > 1 ? t : 1);
+  const int64_t numel = rows * c.hidden_size;
+  auto bytes = [&](Direction d) {
+    return numel * static_cast<int64_t>(d == Direction::activation ? dtype_size(c.params_dtype) : 4);
+  };
+  auto what = [](Direction d) { return d == Direction::activation ? "pipeline activations" : "pipeline gradients"; };
+  for (const Action& a : actions) {
+    for (const Transfer& x : a.sends) terms.add(CommGroup::pp, what(x.direction), send, 1, bytes(x.direction));
+    for (const Transfer& x : a.recvs) terms.add(CommGroup::pp, what(x.direction), recv, 1, bytes(x.direction));
+  }
+}
+
+}  // namespace
+
+const char* comm_group_name(CommGroup group) {
+  switch (group) {
+    case CommGroup::tp: return "tp";
+    case CommGroup::pp: return "pp";
+    case CommGroup::embedding: return "embedding";
+    case CommGroup::dp: return "dp";
+  }
+  return "?";
+}
+
+CommTotals StepComm::totals(CommGroup group) const {
+  CommTotals sum;
+  for (const CommTerm& t : terms)
+    if (t.group == group) add_totals(sum, t.totals);
+  return sum;
+}
+
+std::vector<StepComm> plan_comm(const TrainingLayout& layout) {
+  const ModelConfig& c = layout.model;
+  const PipelinePlan pipeline = pipeline_plan(layout);
+  const PipelinePartition& partition = pipeline.partition;
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  const int pp = partition.pp, dp = ParallelGrid(layout.grid).dp();
+  std::vector<StepComm> ranks;
+  for (int r = 0; r < pp; ++r) {
+    StepComm step;
+    step.pp_rank = r;
+    const bool embedding_group = pp > 1 && (r == 0 || r == pp - 1);  // else a group of one: no traffic
+    step.group_sizes = {t, pp, embedding_group ? 2 : 1, dp};
+    Terms terms;
+    // forward_backward (train/trainer.cpp): --calculate-per-token-loss first sums the token
+    // count over dp (one f64).
+    if (layout.per_token_loss && dp > 1) terms.add(CommGroup::dp, "token count", all_reduce, 1, 8);
+    std::vector<StageRange> ranges;
+    for (int chunk = 0; chunk < partition.vp; ++chunk) {
+      const ChunkLayers& l = partition.chunk(r, chunk);
+      ranges.push_back({l.first_layer, l.last_layer, l.embedding, l.head});
+    }
+    if (t > 1)
+      for (const StageRange& range : ranges) tensor_parallel_chunk(terms, layout, range);
+    pipeline_messages(terms, layout, pipeline.train.ranks.at(static_cast<size_t>(r)));
+    for (const StageRange& range : ranges) gradient_sync_chunk(terms, layout, range, embedding_group);
+    // The loss sums (Σ loss, Σ mask: two f64) over dp, then over the pipeline.
+    if (dp > 1) terms.add(CommGroup::dp, "loss sums", all_reduce, 1, 16);
+    if (pp > 1) terms.add(CommGroup::pp, "loss sums", all_reduce, 1, 16);
+    // The optimizer's gradient norm: under the distributed optimizer each rank's sum of squares
+    // (one f64) over dp first. Its sum over the model-parallel group (found_inf follows from the
+    // norm) runs over a group the Trainer does not count.
+    if (layout.ddp.use_distributed_optimizer && dp > 1) terms.add(CommGroup::dp, "gradient norm", all_reduce, 1, 8);
+    for (const StageRange& range : ranges) parameter_gather_chunk(terms, layout, range);
+    step.terms = terms.take();
+    ranks.push_back(std::move(step));
+  }
+  return ranks;
+}
+
+}  // namespace mt
