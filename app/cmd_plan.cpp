@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/memory.h"
 #include "data/tokenizer.h"
+#include "plan/comm_volume.h"
 #include "plan/flops.h"
 #include "plan/layout_search.h"
 #include "plan/memory_plan.h"
@@ -63,10 +64,14 @@ int search(const Options& options, const ModelConfig& model, const TrainConfig& 
   // Layouts that share a pipeline (p, v, m, group size) share its schedules.
   std::map<std::tuple<int, int, int, int>, PipelinePlan> pipelines;
   std::vector<LayoutEstimate> fits;
-  int refused = 0, too_big = 0;
+  int planned = 0, refused = 0, too_big = 0;
   const std::vector<LayoutChoice> choices =
       layout_choices(model, train.global_batch_size, world_size, device.devices_per_node);
   for (const LayoutChoice& choice : choices) {
+    // Selective recomputation is the flash path here: with it as the attention backend already,
+    // the layout without recomputation is the same one.
+    if (choice.recompute == RecomputeGranularity::selective && model.attention_impl == AttentionImpl::flash) continue;
+    ++planned;
     ModelConfig m = model;
     m.tensor_model_parallel_size = choice.tp;
     m.sequence_parallel = choice.sp;
@@ -99,8 +104,9 @@ int search(const Options& options, const ModelConfig& model, const TrainConfig& 
     }
   }
   std::stable_sort(fits.begin(), fits.end(), [](const LayoutEstimate& a, const LayoutEstimate& b) {
-    return a.step_s() < b.step_s();
+    return a.step_s() != b.step_s() ? a.step_s() < b.step_s() : a.peak_bytes < b.peak_bytes;
   });
+  const size_t fitting = fits.size();
   if (fits.size() > static_cast<size_t>(top)) fits.resize(static_cast<size_t>(top));
   if (options.flag("--json")) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
@@ -113,25 +119,46 @@ int search(const Options& options, const ModelConfig& model, const TrainConfig& 
                       {"comm_seconds", e.comm_s}});
     const nlohmann::ordered_json out = {{"device", device.name},
                                         {"memory_budget_bytes", budget},
-                                        {"layouts_tried", choices.size()},
+                                        {"layouts_planned", planned},
+                                        {"fitting", fitting},
                                         {"refused", refused},
                                         {"over_budget", too_big},
                                         {"layouts", list}};
     std::puts(out.dump(2).c_str());
     return 0;
   }
-  std::printf("model: %s\n", model.summary().c_str());
-  std::printf("search over %zu layouts of %d ranks: %zu shown of those that fit %s per device, %d over it, %d refused\n"
+  ModelConfig finalized = model;
+  finalized.finalize();
+  std::printf("model: %s\n", finalized.summary().c_str());
+  std::printf("search: %d layouts of %d ranks planned: %zu fit %s per device (the best %zu below), %d do not, %d are "
+              "refused by the trainer's rules\n"
               "device model %s: %.0f TFLOP/s peak at %.0f%%, %.0f GB/s within a node of %d, %.0f GB/s between nodes\n",
-              choices.size(), world_size, fits.size(), format_bytes(static_cast<size_t>(budget)).c_str(), too_big,
+              planned, world_size, fitting, format_bytes(static_cast<size_t>(budget)).c_str(), fits.size(), too_big,
               refused, device.name.c_str(), device.peak_flops / 1e12, 100.0 * device.achievable,
               device.link_bytes_per_s / 1e9, device.devices_per_node, device.network_bytes_per_s / 1e9);
+  if (fits.empty()) {
+    std::printf("no layout fits: raise --world-size or --memory-budget-gb, or shrink the model\n");
+    return 0;
+  }
   std::printf("%9s | %9s | %9s | %9s | %11s | %s\n", "step (s)", "compute", "bubble", "comm", "peak memory", "flags");
   for (const LayoutEstimate& e : fits)
     std::printf("%9.3f | %9.3f | %9.3f | %9.3f | %11s | %s\n", e.step_s(), e.compute_s, e.bubble_s, e.comm_s,
                 format_bytes(static_cast<size_t>(e.peak_bytes)).c_str(), e.choice.flags().c_str());
-  if (fits.empty()) std::printf("no layout fits: raise --world-size or --memory-budget-gb, or shrink the model\n");
   return 0;
+}
+
+// Bytes a rank of this pipeline stage sends per iteration, by group; the tensor-parallel group's
+// all-reduces (tp) apart from its sequence-parallel gathers and scatters (sp).
+nlohmann::ordered_json sent_by_group(const StepComm& step) {
+  CommTotals tp = step.totals(CommGroup::tp), sp;
+  std::swap(sp.all_gather, tp.all_gather);
+  std::swap(sp.reduce_scatter, tp.reduce_scatter);
+  const int t = step.size(CommGroup::tp);
+  return {{"tp", tp.sent_bytes(t)},
+          {"sp", sp.sent_bytes(t)},
+          {"pp", step.sent_bytes(CommGroup::pp)},
+          {"embedding", step.sent_bytes(CommGroup::embedding)},
+          {"dp", step.sent_bytes(CommGroup::dp)}};
 }
 
 // Megatron's bubble: idle time over ideal compute time, (p - 1) / (v · m) with forward and
@@ -162,10 +189,14 @@ int cmd_plan(const std::vector<std::string>& args) {
   const TrainingLayout layout =
       training_layout(model, train, static_cast<int>(world_size), cpu_backend().max_threads());
   const ParallelGrid grid(layout.grid);
-  const std::vector<PipelineRankMemory> memory = plan_memory(layout);
   const PipelinePlan pipeline = pipeline_plan(layout);
+  const std::vector<PipelineRankMemory> memory = plan_memory(layout, pipeline);
+  const std::vector<StepComm> comm = plan_comm(layout, pipeline);
   const int64_t global_batch = layout.micro_batch * layout.num_microbatches * grid.dp();
   const double flops = flops_per_iteration(layout.model, global_batch);
+  double rerun = 0.0;  // what recomputation adds, every stage's layers over the whole batch
+  for (const ChunkLayers& l : pipeline.partition.stages)
+    rerun += recompute_flops(layout.model, {l.first_layer, l.last_layer, l.embedding, l.head}, global_batch);
   const double bubble = bubble_fraction(grid.pp(), pipeline.partition.vp, layout.num_microbatches);
 
   if (options.flag("--json")) {
@@ -183,7 +214,8 @@ int cmd_plan(const std::vector<std::string>& args) {
                        {"activations_bytes", m.activations},
                        {"workspace_bytes", m.workspace},
                        {"comm_bytes", m.comm},
-                       {"peak_bytes", m.peak()}});
+                       {"peak_bytes", m.peak()},
+                       {"sent_bytes_per_iteration", sent_by_group(comm[static_cast<size_t>(at.pp)])}});
     }
     const nlohmann::ordered_json plan = {{"world_size", grid.world_size()},
                                  {"tensor_model_parallel_size", grid.tp()},
@@ -194,6 +226,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                                  {"num_microbatches", layout.num_microbatches},
                                  {"global_batch_size", global_batch},
                                  {"flops_per_iteration", flops},
+                                 {"recompute_flops_per_iteration", rerun},
                                  {"pipeline_bubble_fraction", bubble},
                                  {"ranks", ranks}};
     std::puts(plan.dump(2).c_str());
@@ -218,7 +251,20 @@ int cmd_plan(const std::vector<std::string>& args) {
       std::printf("    %s: activations %s (%d micro-batch%s in flight), workspace %s\n", chunk_name(c.range).c_str(),
                   bytes(c.activations).c_str(), c.slots, c.slots == 1 ? "" : "es", bytes(c.workspace).c_str());
   }
-  std::printf("FLOPs per iteration: %.4g (Megatron's formula), %.4g per rank\n", flops, flops / grid.world_size());
+  std::printf("communication per iteration (bytes each rank sends, ring algorithms; tp: all-reduces, sp: the\n"
+              "sequence-parallel all-gathers and reduce-scatters over the same group):\n");
+  for (const StepComm& step : comm) {
+    std::printf("  pipeline rank %d:", step.pp_rank);
+    const char* separator = " ";
+    const nlohmann::ordered_json sent_bytes = sent_by_group(step);
+    for (const auto& [group, sent] : sent_bytes.items()) {
+      std::printf("%s%s %s", separator, group.c_str(), bytes(static_cast<int64_t>(sent.get<double>())).c_str());
+      separator = " | ";
+    }
+    std::printf("\n");
+  }
+  std::printf("FLOPs per iteration: %.4g (Megatron's formula), %.4g per rank; recomputation reruns %.4g more\n", flops,
+              flops / grid.world_size(), rerun);
   std::printf("pipeline bubble: %.4f of the ideal time ((p - 1) / (v m) = %d / (%d x %d))\n", bubble, grid.pp() - 1,
               pipeline.partition.vp, layout.num_microbatches);
   return 0;

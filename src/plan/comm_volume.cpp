@@ -248,9 +248,10 @@ CommTotals StepComm::totals(CommGroup group) const {
   return sum;
 }
 
-std::vector<StepComm> plan_comm(const TrainingLayout& layout) {
+std::vector<StepComm> plan_comm(const TrainingLayout& layout) { return plan_comm(layout, pipeline_plan(layout)); }
+
+std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan& pipeline) {
   const ModelConfig& c = layout.model;
-  const PipelinePlan pipeline = pipeline_plan(layout);
   const PipelinePartition& partition = pipeline.partition;
   const int t = static_cast<int>(c.tensor_model_parallel_size);
   const int pp = partition.pp, dp = ParallelGrid(layout.grid).dp();

@@ -52,5 +52,7 @@ struct StepComm {
 // num_microbatches micro-batches through the training schedule, gradient sync, optimizer step,
 // parameter gather). Throws mt::Error for layouts the Trainer would refuse.
 std::vector<StepComm> plan_comm(const TrainingLayout& layout);
+// The same with the layout's pipeline given (pipeline_plan(layout)).
+std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan& pipeline);
 
 }  // namespace mt

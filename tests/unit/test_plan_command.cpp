@@ -2,6 +2,9 @@
 // gives one object whose ranks list holds every rank's bytes, which are plan_memory's for that
 // rank's pipeline stage (the same on every rank of a stage) and add up to its peak; the text
 // names every pipeline rank; bad layouts fail with one message naming the numbers.
+#include <algorithm>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
@@ -30,7 +33,13 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
 
 std::string plan_output(const std::vector<std::string>& args) {
   ::testing::internal::CaptureStdout();
-  const int rc = cmd_plan(args);
+  int rc = 1;
+  try {
+    rc = cmd_plan(args);
+  } catch (...) {
+    ::testing::internal::GetCapturedStdout();  // the failure's report must reach the terminal
+    throw;
+  }
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   return out;
@@ -122,6 +131,64 @@ TEST(PlanCommand, BadLayoutsFailWithOneMessage) {
     const std::string message = plan_error(with(train_line(), c.extra));
     EXPECT_NE(message.find(c.expected), std::string::npos) << "got: " << message;
   }
+}
+
+// Split "--a 1 --b" into arguments.
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// --search lists layouts that fit, fastest first; each one's flags, given back to plan, give the
+// same peak memory (the search plans exactly what plan plans).
+TEST(PlanCommand, SearchListsLayoutsThatFitFastestFirst) {
+  // No layout flags: each listed layout's flags complete the line.
+  const std::vector<std::string> base = {"--num-layers", "4",    "--hidden-size", "64",  "--num-attention-heads",
+                                         "4",            "--seq-length", "64",   "--global-batch-size", "16",
+                                         "--vocab-size", "1000", "--lr",          "1e-3", "--train-iters",
+                                         "10",           "--bf16",       "--world-size", "4"};
+  const json all = json::parse(
+      plan_output(with(base, {"--micro-batch-size", "1", "--search", "--device", "cpu", "--top", "1000", "--json"})));
+  ASSERT_GT(all.at("fitting").get<int>(), 10);
+  const json& layouts = all.at("layouts");
+  ASSERT_EQ(layouts.size(), all.at("fitting").get<size_t>());
+  // A budget between the smallest and the largest peak leaves some out.
+  int64_t low = INT64_MAX, high = 0;
+  for (const json& l : layouts) {
+    low = std::min(low, l.at("peak_bytes").get<int64_t>());
+    high = std::max(high, l.at("peak_bytes").get<int64_t>());
+  }
+  const double budget_gib = static_cast<double>(low + high) / 2.0 / (1024.0 * 1024.0 * 1024.0);
+  const json some = json::parse(plan_output(with(base, {"--micro-batch-size", "1", "--search", "--device", "cpu", "--top",
+                                                        "1000", "--json", "--memory-budget-gb",
+                                                        std::to_string(budget_gib)})));
+  EXPECT_LT(some.at("fitting").get<int>(), all.at("fitting").get<int>());
+  EXPECT_GT(some.at("fitting").get<int>(), 0);
+  double previous = 0.0;
+  for (const json& l : some.at("layouts")) {
+    EXPECT_LE(l.at("peak_bytes").get<double>(), some.at("memory_budget_bytes").get<double>());
+    EXPECT_GE(l.at("step_seconds").get<double>(), previous);
+    previous = l.at("step_seconds").get<double>();
+    EXPECT_NEAR(l.at("step_seconds").get<double>(),
+                l.at("compute_seconds").get<double>() + l.at("bubble_seconds").get<double>() +
+                    l.at("comm_seconds").get<double>(),
+                1e-12);
+  }
+  for (size_t i = 0; i < layouts.size(); i += 7) {  // a sample of them, back through plan
+    const json plan = json::parse(plan_output(with(with(base, words(layouts[i].at("flags"))), {"--json"})));
+    int64_t peak = 0;
+    for (const json& r : plan.at("ranks")) peak = std::max(peak, r.at("peak_bytes").get<int64_t>());
+    EXPECT_EQ(peak, layouts[i].at("peak_bytes").get<int64_t>()) << layouts[i].at("flags");
+  }
+  EXPECT_NE(plan_error(with(base, {"--micro-batch-size", "1", "--search", "--device", "tpu"}))
+                .find("--device must be one of a100|h100|h200|cpu"),
+            std::string::npos);
+  std::vector<std::string> no_batch = base;
+  no_batch.erase(no_batch.begin() + 8, no_batch.begin() + 10);  // --global-batch-size 16
+  const std::string message = plan_error(with(no_batch, {"--micro-batch-size", "1", "--search"}));
+  EXPECT_NE(message.find("pass --global-batch-size"), std::string::npos) << message;
 }
 
 }  // namespace

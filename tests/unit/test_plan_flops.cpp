@@ -46,7 +46,7 @@ TEST(PlanFlops, RecomputationAddsWhatItReruns) {
   const double one_group = recompute_flops(c, whole, B);
   EXPECT_NEAR(3.0 * (one_group + tokens * fc2), flops_per_iteration(c, B) - logits, 1e-6 * one_group);
   c.recompute_num_layers = 1;
-  EXPECT_NEAR(one_group - recompute_flops(c, whole, B), -(L - 1) * tokens * fc2, 1e-6 * one_group);
+  EXPECT_NEAR(one_group - recompute_flops(c, whole, B), (L - 1) * tokens * fc2, 1e-6 * one_group);
   c.recompute_granularity = RecomputeGranularity::none;
   c.attention_impl = AttentionImpl::flash;
   EXPECT_DOUBLE_EQ(recompute_flops(c, whole, B), L * tokens * scores);
