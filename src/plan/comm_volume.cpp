@@ -1,5 +1,5 @@
 // The communication of one train_step, term by term. Every term names the code that makes the
-// calls, so a change there shows up here (and in tests/parallel/test_plan_comm.cpp, which
+// calls, so a change there shows up here (and in tests/parallel/test_plan_layouts.cpp, which
 // compares the two exactly).
 //
 // Notation: t tensor-parallel ranks, m micro-batches per iteration, micro-batch b, sequence s,

@@ -6,7 +6,7 @@
 // only in their tensor- and data-parallel coordinates, which split every tensor evenly, so they
 // move the same bytes and the plan is per pipeline rank.
 //
-// Exact, not estimated: tests/parallel/test_plan_comm.cpp compares it with the Trainer's counting
+// Exact, not estimated: tests/parallel/test_plan_layouts.cpp compares it with the Trainer's counting
 // communicators call for call and byte for byte. The one data-dependent part is the distributed
 // optimizer's parameter all-gather, which a step skipped for a loss-scaling overflow (--fp16)
 // leaves out; the plan assumes the update happens.

@@ -1,11 +1,16 @@
-// plan/'s communication against real runs: every rank's calls and bytes of each kind over each
-// counted group in a training step must be plan_comm's figures for its pipeline stage exactly,
-// over tp (with and without sp), pp (1F1B and interleaved), dp (all-reduced or reduce-scattered
-// buckets, overlapped or not), recomputation (full uniform and block, selective), fp32 and bf16,
-// tied and untied embeddings.
+// plan/ against real runs, over tp (with and without sp), pp (1F1B and interleaved), dp
+// (all-reduced or reduce-scattered buckets, overlapped or not), recomputation (full uniform and
+// block, selective), fp32 and bf16, tied and untied embeddings: every rank's memory tracker peaks,
+// category by category, must be plan_memory's for its pipeline stage to the byte, and its calls
+// and bytes of each kind over each counted group in a training step plan_comm's exactly. Also the
+// distributed optimizer's shard of the model state against the formulas.
 #include <sstream>
 
+#include "model/stage.h"
+#include "optim/optimizer.h"
 #include "plan/comm_volume.h"
+#include "plan/memory_plan.h"
+#include "plan/model_state.h"
 #include "train_testing.h"
 
 namespace mt::test {
@@ -24,6 +29,7 @@ struct Layout {
   RecomputeMethod method = RecomputeMethod::uniform;
   int64_t recompute_layers = 1;
   bool recompute_mlp = false;
+  bool unfused = false;  // --attention-backend unfused: the [b, n, s, s] probabilities kept
   int64_t num_layers = 2, seq_length = 32, micro_batch = 2;
 };
 
@@ -58,10 +64,50 @@ void expect_same(const CommTotals& got, const StepComm& plan, CommGroup group) {
   }
 }
 
-// Each layout trains two steps on the whole job; each step's traffic over tp, pp, the embedding
-// group and dp on every rank must be plan_comm's for its pipeline rank, call for call and byte
-// for byte (and so must the bytes the step reports sending).
-TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
+// The tracker's peaks of a trained run against the plan (both count the tensors' own bytes, not
+// the arenas' alignment padding).
+void expect_same_memory(const MemoryTracker& got, const RankMemory& want) {
+  const std::pair<MemCategory, int64_t> planned[] = {
+      {MemCategory::weights, want.weights},         {MemCategory::grads, want.grads},
+      {MemCategory::optimizer, want.optimizer},     {MemCategory::activations, want.activations},
+      {MemCategory::workspace, want.workspace},     {MemCategory::comm, want.comm}};
+  for (const auto& [category, bytes] : planned)
+    EXPECT_EQ(static_cast<int64_t>(got.peak(category)), bytes) << mem_category_name(category);
+  EXPECT_EQ(static_cast<int64_t>(got.peak_total()), want.peak());
+}
+
+TEST(PlanLayouts, TheDistributedOptimizersShardIsTheFormulas) {
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const bool overlap : {false, true}) {
+      ModelConfig c;
+      c.num_layers = 2;
+      c.hidden_size = 40;
+      c.num_attention_heads = 4;
+      c.seq_length = 8;
+      c.vocab_size = 70;
+      c.params_dtype = dtype;
+      c.finalize();
+      MemoryTracker memory;
+      StageOptions options;
+      options.slots = 1;
+      options.ddp.data_parallel_size = world().size();
+      options.ddp.use_distributed_optimizer = true;
+      options.ddp.overlap_grad_reduce = overlap;
+      options.ddp.bucket_size = overlap ? 4000 : 0;  // several buckets, each padded
+      const StageRange range{0, 2, true, true};
+      Stage stage(c, range, 1, cpu_backend(), &memory, options);
+      AdamW adam({{&stage.params().params(), {&stage.params().layout(), &world()}}}, cpu_backend(), &memory);
+      const ModelStateBytes expected = model_state_bytes(c, range, options.ddp);
+      EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);
+      EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::grads)), expected.grads);
+      EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::optimizer)), expected.optimizer);
+    }
+}
+
+// Each layout trains two steps on the whole job. Every rank's memory must be plan_memory's for
+// its pipeline rank, and each step's traffic over tp, pp, the embedding group and dp
+// plan_comm's, call for call and byte for byte (and so must the bytes the step reports sending).
+TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
   const Layout layouts[] = {
       {.name = "tp 2, fp32, two cross-entropy chunks", .tp = 2, .seq_length = 160, .micro_batch = 4},
       {.name = "tp 2 + sp, bf16, selective recompute of the MLP, untied",
@@ -71,7 +117,7 @@ TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
        .bf16 = true,
        .recompute = RecomputeGranularity::selective,
        .recompute_mlp = true},
-      {.name = "pp 2 (1F1B), fp32, tied", .pp = 2},
+      {.name = "pp 2 (1F1B), unfused attention, fp32, tied", .pp = 2, .unfused = true},
       {.name = "pp 2 interleaved (vp 2), bf16, distributed optimizer, tied",
        .pp = 2,
        .vp = 2,
@@ -89,15 +135,22 @@ TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
        .distributed = true,
        .recompute = RecomputeGranularity::full,
        .method = RecomputeMethod::block},
-      {.name = "tp 2 + sp + pp 2, full uniform recompute (groups of 2 over 3 layers), bf16, tied",
+      {.name = "tp 2 + sp + pp 2, full uniform recompute (groups of 2 over 3 layers), unfused attention, bf16, tied",
        .tp = 2,
        .pp = 2,
        .sp = true,
        .bf16 = true,
        .recompute = RecomputeGranularity::full,
        .recompute_layers = 2,
+       .unfused = true,
        .num_layers = 6},
       {.name = "pp 4, untied, fp32", .pp = 4, .llama = true, .num_layers = 4},
+      {.name = "pp 4, selective recompute, odd sizes (s 24, b 1), fp32",
+       .pp = 4,
+       .recompute = RecomputeGranularity::selective,
+       .num_layers = 4,
+       .seq_length = 24,
+       .micro_batch = 1},
   };
   int tested = 0;
   for (const Layout& l : layouts) {
@@ -112,6 +165,7 @@ TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
     m.recompute_method = l.method;
     m.recompute_num_layers = l.recompute_layers;
     m.recompute_mlp = l.recompute_mlp;
+    if (l.unfused) m.attention_impl = AttentionImpl::unfused;
     if (l.bf16) m.params_dtype = DType::bf16;
     TrainConfig run = short_run();
     run.train_iters = 2;
@@ -126,9 +180,11 @@ TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
     run.calculate_per_token_loss = l.per_token_loss;
     run.loss_scale.bf16 = l.bf16;
     Trainer trainer(m, run, &world());
-    const std::vector<StepComm> plans = plan_comm(training_layout(m, run, world().size(), cpu_backend().max_threads()));
+    const TrainingLayout layout = training_layout(m, run, world().size(), cpu_backend().max_threads());
+    const std::vector<StepComm> plans = plan_comm(layout);
     const ProcessGroups& groups = trainer.groups();
-    const StepComm& plan = plans.at(static_cast<size_t>(groups.grid.dense_coords(world().rank()).pp));
+    const auto pp_rank = static_cast<size_t>(groups.grid.dense_coords(world().rank()).pp);
+    const StepComm& plan = plans.at(pp_rank);
     EXPECT_EQ(plan.size(CommGroup::tp), groups.tp->size());
     EXPECT_EQ(plan.size(CommGroup::pp), groups.pp->size());
     EXPECT_EQ(plan.size(CommGroup::embedding), groups.embedding->size());
@@ -144,9 +200,10 @@ TEST(PlanComm, EveryRanksStepTrafficIsThePlans) {
       EXPECT_DOUBLE_EQ(st.pp_bytes_sent, plan.sent_bytes(CommGroup::pp) + plan.sent_bytes(CommGroup::embedding));
       EXPECT_DOUBLE_EQ(st.dp_bytes_sent, plan.sent_bytes(CommGroup::dp));
     }
+    expect_same_memory(trainer.memory(), plan_memory(layout).at(pp_rank).total);
     ++tested;
   }
-  EXPECT_GE(tested, world().size() == 4 ? 9 : 7);
+  EXPECT_GE(tested, world().size() == 4 ? 10 : 7);
 }
 
 }  // namespace
