@@ -22,7 +22,8 @@ const char* kUsage =
     "  generate     continue prompts with a trained model (KV cache, sampling, tensor parallel)\n"
     "  serve        answer generation requests over HTTP (Megatron's /api, OpenAI completions)\n"
     "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n"
-    "  plan         memory per rank, FLOPs and pipeline bubble of a train command line, without running it\n";
+    "  plan         memory and traffic per rank, FLOPs and bubble of a train command line, without running it;\n"
+    "               --search: the layouts that fit a memory budget, fastest first\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
 bool launched_as_mpi_rank() {
