@@ -45,11 +45,13 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   LayerActivations act;
   act.norm1 = alloc_norm_stats(a, c, Nl);
   act.attention = alloc_attention_saved(a, c, shape, dtype);
-  act.attn_drop_mask = a.alloc(DType::u8, {Nl, h});
+  // Dropout masks only where there is dropout (an empty mask is dropout off).
+  const bool dropout = c.hidden_dropout > 0.0f;
+  if (dropout) act.attn_drop_mask = a.alloc(DType::u8, {Nl, h});
   act.residual1 = a.alloc(dtype, {Nl, h});
   act.norm2 = alloc_norm_stats(a, c, Nl);
   act.mlp = alloc_mlp_saved(a, c, shape, dtype);
-  act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
+  if (dropout) act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
   if (with_output) act.out = a.alloc(dtype, {Nl, h});
   return act;
 }

@@ -39,7 +39,7 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   if (shared_output) out.output = act.alloc(dtype, {Nl, h});
   for (StageSlot& slot : out.slots) {
     carve_inputs(slot.in);
-    if (range.embedding) slot.emb_drop_mask = act.alloc(DType::u8, {Nl, h});
+    if (range.embedding && config.hidden_dropout > 0.0f) slot.emb_drop_mask = act.alloc(DType::u8, {Nl, h});
     slot.input = act.alloc(dtype, {Nl, h});
     for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
       const bool sent = shared_output && i + 1 == range.last_layer;

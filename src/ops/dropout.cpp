@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/dropout.h"
+#include "ops/elementwise.h"
 
 namespace mt {
 
@@ -21,11 +22,20 @@ void check_p(float p, const char* op) {
                                                        << " must lie in [0, 1)";
 }
 
+// An empty mask stands for dropout off: a layer built with p = 0 keeps no mask (the results are
+// bitwise those of an all-ones mask: x·1 = x).
+bool without_mask(const TensorView& mask, float p, const char* op) {
+  if (mask.ndim() > 0) return false;
+  MT_CHECK(p == 0.0f) << op << ": dropout probability " << p << " needs a mask (this layer was built without dropout)";
+  return true;
+}
+
 }  // namespace
 
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
                  uint64_t offset) {
   const char* op = "dropout_fwd";
+  if (without_mask(mask, p, op)) return copy_tensor(out, inp);
   check_tensor(inp, inp.shape, DType::f32, op, "inp");
   check_tensor(out, inp.shape, DType::f32, op, "out");
   check_tensor(mask, inp.shape, DType::u8, op, "mask");
@@ -40,6 +50,7 @@ void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView
 
 void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
   const char* op = "dropout_mask";
+  if (without_mask(mask, p, op)) return;
   check_tensor(mask, mask.shape, DType::u8, op, "mask");
   check_p(p, op);
   switch (mask.device) {
@@ -51,6 +62,7 @@ void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_
 
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
   const char* op = "dropout_bwd";
+  if (without_mask(mask, p, op)) return accumulate(dinp, dout);
   check_tensor(dout, dout.shape, DType::f32, op, "dout");
   check_tensor(dinp, dout.shape, DType::f32, op, "dinp");
   check_tensor(mask, dout.shape, DType::u8, op, "mask");
@@ -66,6 +78,7 @@ void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorVie
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
                      const TensorView& residual, float p, const RngStream& rng, uint64_t offset) {
   const char* op = "dropout_add_fwd";
+  if (without_mask(mask, p, op)) return add_fwd(out, residual, inp);
   check_tensor(inp, inp.shape, DType::f32, op, "inp");
   check_tensor(residual, inp.shape, DType::f32, op, "residual");
   check_tensor(out, inp.shape, DType::f32, op, "out");

@@ -12,6 +12,8 @@ namespace mt {
 
 // keep = rng.uniform(offset + i) >= p;  mask[i] = keep (u8, 1 byte per element, saved);
 // out[i] = keep ? inp[i] / (1 − p) : 0.  With p == 0, out = inp and the mask is all ones.
+// Every op here also takes an empty mask with p == 0 (a layer built without dropout keeps none):
+// the same results, no mask written or read.
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
                  uint64_t offset);
 // The mask of dropout_fwd alone (no data pass): for recomputation, where only the mask is needed.

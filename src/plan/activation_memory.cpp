@@ -16,6 +16,7 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch) {
   const int64_t N = s * b, Nl = N / sp;                                     // tokens; this rank's under SP
   const int64_t norm_stats = (c.normalization == Normalization::layernorm ? 2 : 1) * 4 * Nl;
   const bool unfused = c.attention_impl == AttentionImpl::unfused;
+  const int64_t drop_mask = c.hidden_dropout > 0.0f ? Nl * h : 0;  // none without dropout
   const bool fc1_kept = !(c.recompute_granularity == RecomputeGranularity::selective && c.recompute_mlp);
   return {
       norm_stats,
@@ -26,11 +27,11 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch) {
       unfused && c.attention_dropout > 0 ? b * n * s * s : 0,
       unfused ? 0 : 4 * b * n * s,
       a * N * n * d,
-      Nl * h,
+      drop_mask,
       a * Nl * h,
       norm_stats,
       fc1_kept ? a * N * c.fc1_size() / t : 0,
-      Nl * h,
+      drop_mask,
       a * Nl * h,
   };
 }
@@ -69,7 +70,7 @@ int64_t stage_activation_formula(const ModelConfig& c, int64_t micro_batch, cons
   // A stage without the head sends its last output on and never reads it again: one buffer.
   const bool shared_output = !range.head && range.num_layers() > 0;
   int64_t per_slot = hidden;  // the stage's input
-  if (range.embedding) per_slot += Nl * h;  // the embedding's dropout mask
+  if (range.embedding && c.hidden_dropout > 0.0f) per_slot += Nl * h;  // the embedding's dropout mask
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     const bool sent = shared_output && i + 1 == range.last_layer;
     if (recompute.group_first(i) < 0)

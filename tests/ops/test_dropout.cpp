@@ -116,6 +116,30 @@ TEST(Dropout, ZeroProbabilityIsIdentity) {
 // (same rng and offset each call, so the mask is fixed and the loss linear): only f32 rounding of
 // one output remains (~1e-7/(2h)); 1e-4 abs + 1e-4 rel, against O(1) errors from a wrong scale,
 // an inverted mask or a sign flip.
+// A layer built without dropout keeps no mask: with p = 0 an empty mask gives bitwise what an
+// all-ones mask gives, in every op; with p > 0 it is refused.
+TEST(Dropout, EmptyMaskIsDropoutOff) {
+  const RngStream rng{1234, 56};
+  const int64_t n = 1001;
+  HostTensor inp = randn({n}, 3), res = randn({n}, 4), dout = randn({n}, 5), mask = zeros({n}, DType::u8);
+  HostTensor out_masked = zeros({n}), out_empty = zeros({n}), d_masked = randn({n}, 6), d_empty = randn({n}, 6);
+  const TensorView none;
+  dropout_fwd(out_masked.view(), mask.view(), inp.view(), 0.0f, rng, 0);
+  dropout_fwd(out_empty.view(), none, inp.view(), 0.0f, rng, 0);
+  EXPECT_EQ(std::memcmp(out_masked.f32(), out_empty.f32(), n * 4), 0) << "dropout_fwd";
+  dropout_add_fwd(out_masked.view(), mask.view(), inp.view(), res.view(), 0.0f, rng, 0);
+  dropout_add_fwd(out_empty.view(), none, inp.view(), res.view(), 0.0f, rng, 0);
+  EXPECT_EQ(std::memcmp(out_masked.f32(), out_empty.f32(), n * 4), 0) << "dropout_add_fwd";
+  dropout_bwd(d_masked.view(), dout.view(), mask.view(), 0.0f);
+  dropout_bwd(d_empty.view(), dout.view(), none, 0.0f);
+  EXPECT_EQ(std::memcmp(d_masked.f32(), d_empty.f32(), n * 4), 0) << "dropout_bwd";
+  dropout_mask(none, 0.0f, rng, 0);  // nothing to draw
+  EXPECT_THROW(dropout_fwd(out_empty.view(), none, inp.view(), 0.1f, rng, 0), Error);
+  EXPECT_THROW(dropout_add_fwd(out_empty.view(), none, inp.view(), res.view(), 0.1f, rng, 0), Error);
+  EXPECT_THROW(dropout_bwd(d_empty.view(), dout.view(), none, 0.1f), Error);
+  EXPECT_THROW(dropout_mask(none, 0.1f, rng, 0), Error);
+}
+
 TEST(Dropout, BackwardMatchesReferenceAndFiniteDifferences) {
   const int64_t n = 7 * 37;
   const float p = 0.4f;
