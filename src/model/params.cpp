@@ -84,9 +84,7 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
   MT_CHECK(tp_rank >= 0 && tp_rank < t) << "tensor-parallel rank " << tp_rank << " out of [0, " << t << ")";
   range_.validate(config_);
   const std::vector<ParamSpec> specs = param_specs(config_, range_);
-  std::vector<LayoutParam> sizes;
-  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
-  layout_ = ddp_buffer_layout(sizes, ddp);
+  layout_ = param_buffer_layout(config_, specs, ddp);
   // One value buffer and one gradient buffer, each parameter at its layout offset in both (the
   // padding Megatron's layout leaves between them stays zero).
   const auto buffer = [&](DType dtype, MemCategory category, std::unique_ptr<Arena>& arena) {
@@ -186,6 +184,13 @@ int64_t ParamStore::numel() const {
   int64_t n = 0;
   for (const Param& p : params_) n += p.value.numel();
   return n;
+}
+
+DdpBufferLayout param_buffer_layout(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp) {
+  const int t = static_cast<int>(c.tensor_model_parallel_size);
+  std::vector<LayoutParam> sizes;
+  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
+  return ddp_buffer_layout(sizes, ddp);
 }
 
 GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,

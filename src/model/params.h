@@ -41,6 +41,10 @@ inline bool is_vocabulary_param(const std::string& name) {
 // The parameters of `range` in registration order (embedding, layers, head).
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range);
 
+// Where these parameters (this tensor-parallel rank's shards) lie in the stage's value and
+// gradient buffers under `ddp` (param_layout.h): what ParamStore allocates, and what plan/ counts.
+DdpBufferLayout param_buffer_layout(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp);
+
 struct Param {
   std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
   TensorView value;

@@ -12,12 +12,6 @@ namespace mt {
 
 namespace {
 
-void check_tensor(const TensorView& t, const Shape& shape, DType dtype, const char* op, const char* name) {
-  check_dtype(t, dtype, op, name);
-  check_shape(t, shape, op, name);
-  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
-}
-
 // Returns N after checking logits f32 [N, V] with V > 0.
 int64_t check_logits(const TensorView& logits, const char* op) {
   check_dtype(logits, DType::f32, op, "logits");

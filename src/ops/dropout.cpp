@@ -11,12 +11,6 @@ namespace mt {
 
 namespace {
 
-void check_tensor(const TensorView& t, const Shape& shape, DType dtype, const char* op, const char* name) {
-  check_dtype(t, dtype, op, name);
-  check_shape(t, shape, op, name);
-  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
-}
-
 void check_p(float p, const char* op) {
   MT_CHECK(std::isfinite(p) && p >= 0.0f && p < 1.0f) << op << ": dropout probability " << p
                                                        << " must lie in [0, 1)";

@@ -15,12 +15,6 @@ namespace mt {
 
 namespace {
 
-void check_tensor(const TensorView& t, const Shape& shape, DType dtype, const char* op, const char* name) {
-  check_dtype(t, dtype, op, name);
-  check_shape(t, shape, op, name);
-  MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
-}
-
 // routing_map u8 [T, E] with E ≥ 1; returns E.
 int64_t check_map(const TensorView& routing_map, const char* op) {
   check_dtype(routing_map, DType::u8, op, "routing_map");

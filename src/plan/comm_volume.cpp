@@ -162,14 +162,6 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
   tp.layer_backward("layer backward", range.num_layers());
 }
 
-// A chunk's parameters as the DDP buffer lays them out (as plan/model_state.cpp and ParamStore).
-DdpBufferLayout chunk_buffer(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp) {
-  const int t = static_cast<int>(c.tensor_model_parallel_size);
-  std::vector<LayoutParam> sizes;
-  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
-  return ddp_buffer_layout(sizes, ddp);
-}
-
 // One chunk's gradient synchronisation (optim/grad_sync.cpp), once per iteration.
 void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range, bool embedding_group) {
   const ModelConfig& c = layout.model;
@@ -185,7 +177,7 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
   // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
   // distributed optimizer reduce-scattered (the whole bucket in). The same calls with or without
   // --overlap-grad-reduce; only their timing differs.
-  const DdpBufferLayout buffer = chunk_buffer(c, specs, ddp);
+  const DdpBufferLayout buffer = param_buffer_layout(c, specs, ddp);
   const bool distributed = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
   if (ddp.data_parallel_size > 1)
     for (const DdpBucket& b : buffer.buckets)
@@ -206,7 +198,7 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
 void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
   const ModelConfig& c = layout.model;
   if (!layout.ddp.use_distributed_optimizer || layout.ddp.data_parallel_size <= 1) return;
-  for (const DdpBucket& b : chunk_buffer(c, param_specs(c, range), layout.ddp).buckets)
+  for (const DdpBucket& b : param_buffer_layout(c, param_specs(c, range), layout.ddp).buckets)
     terms.add(CommGroup::dp, "parameter gather", all_gather, 1,
               b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)));
 }

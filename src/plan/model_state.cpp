@@ -3,15 +3,11 @@
 #include <algorithm>
 
 #include "model/params.h"
-#include "parallel/shard.h"
 
 namespace mt {
 
 ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range, const DdpConfig& ddp) {
-  const int t = static_cast<int>(c.tensor_model_parallel_size);
-  std::vector<LayoutParam> sizes;
-  for (const ParamSpec& s : param_specs(c, range)) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
-  const DdpBufferLayout layout = ddp_buffer_layout(sizes, ddp);
+  const DdpBufferLayout layout = param_buffer_layout(c, param_specs(c, range), ddp);
   ModelStateBytes b;
   b.weights = layout.numel * static_cast<int64_t>(dtype_size(c.params_dtype));
   b.grads = layout.numel * 4;

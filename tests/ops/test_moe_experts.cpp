@@ -77,21 +77,13 @@ Permuted permute(HostTensor& tokens, Routing& r) {
   return p;
 }
 
-// Megatron's order written out: expert by expert, tokens ascending.
-std::vector<int32_t> row_token_ref(Routing& r) {
-  std::vector<int32_t> idx;
+// Megatron's order written out: expert by expert, tokens ascending; each row's token or expert.
+std::vector<int32_t> rows_ref(Routing& r, bool expert) {
+  std::vector<int32_t> out;
   for (int64_t e = 0; e < r.map.shape[1]; ++e)
     for (int64_t t = 0; t < r.map.shape[0]; ++t)
-      if (r.map.u8()[t * r.map.shape[1] + e]) idx.push_back(static_cast<int32_t>(t));
-  return idx;
-}
-
-std::vector<int32_t> row_expert_ref(Routing& r) {
-  std::vector<int32_t> ex;
-  for (int64_t e = 0; e < r.map.shape[1]; ++e)
-    for (int64_t t = 0; t < r.map.shape[0]; ++t)
-      if (r.map.u8()[t * r.map.shape[1] + e]) ex.push_back(static_cast<int32_t>(e));
-  return ex;
+      if (r.map.u8()[t * r.map.shape[1] + e]) out.push_back(static_cast<int32_t>(expert ? e : t));
+  return out;
 }
 
 TEST(MoeExperts, PermuteOrdersRowsByExpertThenToken) {
@@ -103,7 +95,7 @@ TEST(MoeExperts, PermuteOrdersRowsByExpertThenToken) {
   Routing r = make_routing(s);
   HostTensor tokens = randn({s.tokens, 10}, 2);
   Permuted p = permute(tokens, r);
-  const std::vector<int32_t> idx = row_token_ref(r);
+  const std::vector<int32_t> idx = rows_ref(r, /*expert=*/false);
   ASSERT_EQ(p.rows.shape[0], static_cast<int64_t>(idx.size()));
   for (size_t i = 0; i < idx.size(); ++i) {
     ASSERT_EQ(p.row_token.i32()[i], idx[i]) << "row " << i;
@@ -141,7 +133,7 @@ struct UnpermuteRef {
 UnpermuteRef unpermute_ref(Permuted& p, Routing& r, HostTensor& rows, HostTensor& dout, const Vec& drows0,
                            const Vec& dprobs0) {
   const int64_t t_count = r.map.shape[0], experts = r.map.shape[1], h = rows.shape[1];
-  const std::vector<int32_t> ex = row_expert_ref(r);
+  const std::vector<int32_t> ex = rows_ref(r, /*expert=*/true);
   UnpermuteRef ref{Vec(t_count * h, 0.0), drows0, dprobs0};
   for (int64_t i = 0; i < rows.shape[0]; ++i) {
     const int64_t t = p.row_token.i32()[i], e = ex[i];
