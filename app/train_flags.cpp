@@ -7,6 +7,65 @@
 
 namespace mt {
 
+namespace {
+
+// The --moe-* flags; all refused without --num-experts.
+MoeConfig moe_config(const Options& o) {
+  MoeConfig m;
+  if (!o.has("--num-experts")) {
+    for (const OptionSpec& spec : option_table()) {
+      const std::string name = spec.name;
+      MT_CHECK(!(o.given(name) && (name.rfind("--moe-", 0) == 0 || name.rfind("--expert-", 0) == 0)))
+          << name << " applies to mixture-of-experts models: pass --num-experts";
+    }
+    return m;
+  }
+  m.num_experts = o.integer("--num-experts");
+  MT_CHECK(m.num_experts > 0) << "--num-experts must be positive, got " << m.num_experts;
+  m.layer_freq = o.text("--moe-layer-freq");
+  if (o.has("--moe-ffn-hidden-size")) m.ffn_hidden_size = o.integer("--moe-ffn-hidden-size");
+  if (o.has("--moe-shared-expert-intermediate-size"))
+    m.shared_expert_intermediate_size = o.integer("--moe-shared-expert-intermediate-size");
+  MoeRouterOptions& r = m.router;
+  r.topk = o.integer("--moe-router-topk");
+  r.score_function = o.text("--moe-router-score-function") == "sigmoid" ? MoeScoreFunction::sigmoid
+                                                                         : MoeScoreFunction::softmax;
+  r.pre_softmax = o.flag("--moe-router-pre-softmax");
+  if (o.has("--moe-router-topk-scaling-factor")) {
+    r.scaling_factor = static_cast<float>(o.real("--moe-router-topk-scaling-factor"));
+    MT_CHECK(r.scaling_factor > 0) << "--moe-router-topk-scaling-factor must be positive";
+  }
+  if (o.has("--moe-router-num-groups")) r.num_groups = o.integer("--moe-router-num-groups");
+  if (o.has("--moe-router-group-topk")) r.group_topk = o.integer("--moe-router-group-topk");
+  m.expert_bias = o.flag("--moe-router-enable-expert-bias");
+  m.bias_update_rate = static_cast<float>(o.real("--moe-router-bias-update-rate"));
+  if (o.has("--moe-router-dtype")) {
+    MT_CHECK(o.text("--moe-router-dtype") == "fp32")
+        << "--moe-router-dtype fp64 is not supported: the router's GEMM runs in fp32 (its losses and weights are "
+           "computed in double already); pass fp32";
+    m.router_fp32 = true;
+  }
+  const std::string balancing = o.text("--moe-router-load-balancing-type");
+  m.load_balancing = balancing == "seq_aux_loss"      ? MoeLoadBalancing::seq_aux_loss
+                     : balancing == "global_aux_loss" ? MoeLoadBalancing::global_aux_loss
+                     : balancing == "none"            ? MoeLoadBalancing::none
+                                                      : MoeLoadBalancing::aux_loss;
+  m.aux_loss_coeff = o.real("--moe-aux-loss-coeff");
+  if (o.has("--moe-z-loss-coeff")) m.z_loss_coeff = o.real("--moe-z-loss-coeff");
+  if (o.has("--moe-expert-capacity-factor")) m.capacity.capacity_factor = o.real("--moe-expert-capacity-factor");
+  m.capacity.pad_to_capacity = o.flag("--moe-pad-expert-input-to-capacity");
+  MT_CHECK(!o.given("--moe-token-drop-policy") || m.capacity.capacity_factor)
+      << "--moe-token-drop-policy needs --moe-expert-capacity-factor (without it nothing is dropped)";
+  m.capacity.drop_policy = o.text("--moe-token-drop-policy") == "position" ? MoeDropPolicy::position : MoeDropPolicy::probs;
+  m.dispatcher = o.text("--moe-token-dispatcher-type") == "alltoall" ? MoeDispatcher::alltoall : MoeDispatcher::allgather;
+  m.experts_impl = o.flag("--moe-grouped-gemm") ? MoeExpertsImpl::grouped : MoeExpertsImpl::sequential;
+  m.expert_model_parallel_size = o.integer("--expert-model-parallel-size");
+  if (o.has("--expert-tensor-parallel-size")) m.expert_tensor_parallel_size = o.integer("--expert-tensor-parallel-size");
+  return m;
+}
+
+}  // namespace
+
 ModelConfig model_config(const Options& o) {
   ModelConfig c;
   c.num_layers = o.integer("--num-layers");
@@ -59,9 +118,10 @@ ModelConfig model_config(const Options& o) {
     MT_CHECK(granularity == "selective") << "--recompute-modules applies to --recompute-granularity selective only";
     c.recompute_core_attn = false;
     for (const std::string& module : o.list("--recompute-modules")) {
-      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp")
-          << "--recompute-modules " << module << ": this model has only core_attn, layernorm and mlp "
-          << "(moe_act, moe, shared_experts, mla_up_proj and the others need layers it does not have)";
+      // moe_act, like layernorm, is always recomputed here: the experts' activation output is never kept.
+      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act")
+          << "--recompute-modules " << module << ": the modules are core_attn, layernorm, mlp and moe_act "
+          << "(moe, shared_experts, mla_up_proj and the others are not supported yet)";
       if (module == "core_attn") c.recompute_core_attn = true;
       if (module == "mlp") c.recompute_mlp = true;
     }
@@ -69,6 +129,7 @@ ModelConfig model_config(const Options& o) {
   c.recompute_num_layers = o.integer("--recompute-num-layers");
   c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
   c.sequence_parallel = o.flag("--sequence-parallel");
+  c.moe = moe_config(o);
   return c;
 }
 

@@ -39,8 +39,9 @@ InferenceEngine::StepBuffers InferenceEngine::carve(Arena& a, int64_t T, int64_t
   b.slots = a.alloc(DType::i32, {T});
   for (TensorView& x : b.x) x = a.alloc(DType::f32, {T, h});
   b.embedding_mask = a.alloc(DType::u8, {T, h});
-  b.act = alloc_layer_activations(a, local_, shape, DType::f32, /*with_output=*/false);
-  b.scratch = alloc_layer_scratch_fwd(a, local_, shape);
+  const MlpKinds kinds = config_.mlp_kinds(0, config_.num_layers);
+  b.act = alloc_layer_activations(a, local_, shape, DType::f32, kinds, /*with_output=*/false);
+  b.scratch = alloc_layer_scratch_fwd(a, local_, shape, kinds);
   b.rows = a.alloc(DType::i32, {R});
   b.selected = a.alloc(DType::f32, {R, h});
   b.final_out = a.alloc(DType::f32, {R, h});

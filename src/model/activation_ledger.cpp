@@ -16,6 +16,12 @@ const std::vector<std::string>& layer_ledger_names() {
       "residual after attention",    // input of the MLP's norm
       "mlp norm statistics",
       "mlp fc1 output",              // the activation's input: its output is remade
+      "moe router logits",           // f32
+      "moe routing",                 // weights and choices per token, the routing map, counts, row order
+      "moe permuted tokens",         // the experts' input rows
+      "moe expert fc1 output",       // the experts' activation input: its output is remade
+      "moe expert output",           // the rows the combine weighs (for the routing weights' gradient)
+      "shared expert fc1 output",
       "mlp dropout mask",
       "layer output",                // the next layer's input
   };
@@ -23,28 +29,35 @@ const std::vector<std::string>& layer_ledger_names() {
 }
 
 std::vector<LedgerEntry> layer_ledger(const LayerActivations& act) {
-  const TensorView* tensors[][2] = {
+  const MoeSaved& m = act.moe;
+  const std::vector<std::vector<const TensorView*>> tensors = {
       {&act.norm1.mean, &act.norm1.rstd},
-      {&act.attention.q, nullptr},
-      {&act.attention.k, nullptr},
-      {&act.attention.v, nullptr},
-      {&act.attention.probs, nullptr},
-      {&act.attention.probs_mask, nullptr},
-      {&act.attention.lse, nullptr},
-      {&act.attention.context, nullptr},
-      {&act.attn_drop_mask, nullptr},
-      {&act.residual1, nullptr},
+      {&act.attention.q},
+      {&act.attention.k},
+      {&act.attention.v},
+      {&act.attention.probs},
+      {&act.attention.probs_mask},
+      {&act.attention.lse},
+      {&act.attention.context},
+      {&act.attn_drop_mask},
+      {&act.residual1},
       {&act.norm2.mean, &act.norm2.rstd},
-      {&act.mlp.fc1_out, nullptr},
-      {&act.mlp_drop_mask, nullptr},
-      {&act.out, nullptr},
+      {&act.mlp.fc1_out},
+      {&m.logits},
+      {&m.probs, &m.indices, &m.routing_probs, &m.routing_map, &m.aux_counts, &m.tokens_per_expert, &m.row_token},
+      {&m.rows},
+      {&m.pre_act},
+      {&m.expert_out},
+      {&m.shared.fc1_out},
+      {&act.mlp_drop_mask},
+      {&act.out},
   };
   std::vector<LedgerEntry> ledger;
   const std::vector<std::string>& names = layer_ledger_names();
   for (size_t i = 0; i < names.size(); ++i) {
     int64_t bytes = 0;
     for (const TensorView* t : tensors[i])
-      if (t && t->ndim() > 0) bytes += static_cast<int64_t>(t->bytes());
+      if (t->ndim() > 0) bytes += static_cast<int64_t>(t->bytes());
     ledger.push_back({names[i], bytes});
   }
   return ledger;

@@ -76,6 +76,119 @@ void ModelConfig::finalize() {
   }
   MT_CHECK(params_dtype == DType::f32 || params_dtype == DType::bf16 || params_dtype == DType::f16)
       << "parameters can be f32, bf16 (--bf16) or f16 (--fp16), not " << dtype_name(params_dtype);
+  if (moe.enabled()) finalize_moe();
+}
+
+namespace {
+
+// --moe-layer-freq: "N" (every N-th layer from layer 0, Megatron's integer form) or "[1,0,1,...]"
+// with one 0/1 per layer.
+std::vector<uint8_t> moe_layer_pattern(const std::string& freq, int64_t num_layers) {
+  std::vector<uint8_t> pattern;
+  if (!freq.empty() && freq.front() == '[') {
+    MT_CHECK(freq.back() == ']') << "--moe-layer-freq " << freq << ": a list must end with ']'";
+    std::stringstream items(freq.substr(1, freq.size() - 2));
+    for (std::string item; std::getline(items, item, ',');) {
+      item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
+      MT_CHECK(item == "0" || item == "1") << "--moe-layer-freq " << freq << ": every entry must be 0 or 1, got '"
+                                           << item << "'";
+      pattern.push_back(item == "1" ? 1 : 0);
+    }
+    MT_CHECK(static_cast<int64_t>(pattern.size()) == num_layers)
+        << "--moe-layer-freq " << freq << " lists " << pattern.size() << " layers but --num-layers is " << num_layers;
+    return pattern;
+  }
+  int64_t n = 0;
+  size_t used = 0;
+  try {
+    n = std::stoll(freq, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  MT_CHECK(used == freq.size() && n > 0) << "--moe-layer-freq must be a positive integer or a list like [1,0,1,0], got '"
+                                         << freq << "'";
+  for (int64_t i = 0; i < num_layers; ++i) pattern.push_back(i % n == 0 ? 1 : 0);
+  return pattern;
+}
+
+}  // namespace
+
+void ModelConfig::finalize_moe() {
+  MoeConfig& m = moe;
+  const int64_t E = m.num_experts, k = m.router.topk, tp = tensor_model_parallel_size;
+  MT_CHECK(E <= kMoeMaxExperts) << "--num-experts " << E << " exceeds the " << kMoeMaxExperts << " experts supported";
+  m.layer_is_moe = moe_layer_pattern(m.layer_freq, num_layers);
+  if (m.ffn_hidden_size == 0) m.ffn_hidden_size = ffn_hidden_size;
+  if (m.expert_tensor_parallel_size == 0) m.expert_tensor_parallel_size = tp;
+  const int64_t ep = m.expert_model_parallel_size, etp = m.expert_tensor_parallel_size;
+  MT_CHECK(m.ffn_hidden_size > 0) << "--moe-ffn-hidden-size must be positive, got " << m.ffn_hidden_size;
+  MT_CHECK(m.shared_expert_intermediate_size >= 0 && m.shared_expert_intermediate_size % tp == 0)
+      << "--moe-shared-expert-intermediate-size " << m.shared_expert_intermediate_size
+      << " must be positive and divisible by --tensor-model-parallel-size " << tp;
+  MT_CHECK(k >= 1 && k <= E) << "--moe-router-topk " << k << " must lie in [1, --num-experts " << E << "]";
+  MT_CHECK(ep >= 1 && E % ep == 0) << "--num-experts " << E << " is not divisible by --expert-model-parallel-size "
+                                   << ep;
+  MT_CHECK(etp >= 1 && m.ffn_hidden_size % etp == 0)
+      << "--moe-ffn-hidden-size " << m.ffn_hidden_size << " is not divisible by --expert-tensor-parallel-size " << etp;
+  MT_CHECK(!add_bias_linear) << "--num-experts: the experts have no biases (as Megatron's grouped experts); pass "
+                                "--disable-bias-linear";
+  MT_CHECK(tp == 1 || sequence_parallel) << "--num-experts with --tensor-model-parallel-size " << tp
+                                         << " needs --sequence-parallel (as in Megatron)";
+  const MoeRouterOptions& r = m.router;
+  MT_CHECK(!(r.score_function == MoeScoreFunction::softmax && !r.pre_softmax && k == 1))
+      << "--moe-router-topk 1 with the softmax after the top-k gives every token the weight 1 and the router no "
+         "gradient; pass --moe-router-pre-softmax or --moe-router-score-function sigmoid";
+  MT_CHECK(!r.pre_softmax || r.score_function == MoeScoreFunction::softmax)
+      << "--moe-router-pre-softmax applies to --moe-router-score-function softmax only";
+  MT_CHECK(!m.expert_bias || r.score_function == MoeScoreFunction::sigmoid)
+      << "--moe-router-enable-expert-bias needs --moe-router-score-function sigmoid";
+  MT_CHECK(m.bias_update_rate >= 0) << "--moe-router-bias-update-rate must not be negative";
+  MT_CHECK(r.scaling_factor >= 0) << "--moe-router-topk-scaling-factor must be positive";
+  if (r.num_groups > 0 || r.group_topk > 0) {
+    const int64_t G = r.num_groups, g = r.group_topk;
+    MT_CHECK(G > 0 && g > 0) << "group-limited routing needs both --moe-router-num-groups and --moe-router-group-topk";
+    MT_CHECK(E % G == 0) << "--moe-router-num-groups " << G << " does not divide --num-experts " << E;
+    MT_CHECK(g <= G) << "--moe-router-group-topk " << g << " exceeds --moe-router-num-groups " << G;
+    MT_CHECK(g <= k && k <= g * (E / G)) << "--moe-router-topk " << k << " must lie in [--moe-router-group-topk " << g
+                                         << ", " << g * (E / G) << "] (the experts of the " << g << " chosen groups)";
+  }
+  MT_CHECK(!m.capacity.capacity_factor || *m.capacity.capacity_factor > 0)
+      << "--moe-expert-capacity-factor must be positive";
+  MT_CHECK(!m.capacity.pad_to_capacity || m.capacity.capacity_factor)
+      << "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor";
+  MT_CHECK(m.aux_loss_coeff >= 0 && m.z_loss_coeff >= 0) << "--moe-aux-loss-coeff and --moe-z-loss-coeff must not be negative";
+  // Not yet (issue 16): the global-batch statistics these need.
+  MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss)
+      << "--moe-router-load-balancing-type global_aux_loss is not supported yet; use aux_loss or seq_aux_loss";
+  MT_CHECK(!m.expert_bias) << "--moe-router-enable-expert-bias is not supported yet";
+  // Expert parallelism and expert tensor parallelism beyond 1 land with the token dispatchers.
+  MT_CHECK(ep == 1 && etp == 1)
+      << "--expert-model-parallel-size " << ep << " / --expert-tensor-parallel-size " << etp
+      << ": experts are not split over ranks yet (issue 16); pass --expert-model-parallel-size 1 and "
+         "--expert-tensor-parallel-size 1";
+}
+
+MoeExpertsOptions ModelConfig::moe_experts_options() const {
+  MoeExpertsOptions o;
+  o.activation = activation == Activation::swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::gelu;
+  o.gelu_form = activation == Activation::gelu_tanh ? GeluForm::tanh : GeluForm::erf;
+  o.impl = moe.experts_impl;
+  return o;
+}
+
+ModelConfig ModelConfig::shared_expert_config() const {
+  ModelConfig c = *this;
+  c.ffn_hidden_size = moe.shared_expert_intermediate_size / tensor_model_parallel_size;
+  c.add_bias_linear = false;
+  return c;
+}
+
+const char* MoeConfig::aux_loss_name() const {
+  switch (load_balancing) {
+    case MoeLoadBalancing::seq_aux_loss: return "seq_load_balancing_loss";
+    case MoeLoadBalancing::global_aux_loss: return "global_load_balancing_loss";
+    default: return "load_balancing_loss";
+  }
 }
 
 void StageRange::validate(const ModelConfig& c) const {
@@ -90,6 +203,7 @@ ModelConfig ModelConfig::tp_local() const {
   c.num_attention_heads /= tensor_model_parallel_size;
   c.num_query_groups /= tensor_model_parallel_size;
   c.ffn_hidden_size /= tensor_model_parallel_size;
+  if (moe.enabled()) c.moe.ffn_hidden_size /= moe.expert_tensor_parallel_size;
   return c;
 }
 

@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "backend/moe_experts_args.h"
+#include "backend/moe_router_args.h"
 #include "base/dtype.h"
 
 namespace mt {
@@ -25,8 +28,48 @@ enum class RecomputeGranularity { none, selective, full };
 // uniform: all layers, in groups of recompute_num_layers; block: the first recompute_num_layers
 // (of each stage, as Megatron applies the method to each pipeline chunk's own layers).
 enum class RecomputeMethod { uniform, block };
-// The MLP block of a transformer layer: dense (Megatron's MLP). MoE joins here.
-enum class MlpKind { dense };
+// The MLP block of a transformer layer: dense (Megatron's MLP) or a mixture of experts (MoELayer).
+enum class MlpKind { dense, moe };
+// The MLP block kinds some buffer must serve: one layer's, or the union over several layers (a
+// scratch or a pool entry that layers of both kinds share).
+struct MlpKinds {
+  bool dense = false, moe = false;
+  MlpKinds operator|(MlpKinds o) const { return {dense || o.dense, moe || o.moe}; }
+};
+// --moe-router-load-balancing-type.
+enum class MoeLoadBalancing { aux_loss, seq_aux_loss, global_aux_loss, none };
+// --moe-token-dispatcher-type.
+enum class MoeDispatcher { allgather, alltoall };
+
+// The mixture-of-experts options, named as Megatron's --moe-* flags. num_experts = 0: a dense model.
+struct MoeConfig {
+  int64_t num_experts = 0;                      // --num-experts
+  // --moe-layer-freq: an integer N (layer i is MoE when i % N == 0) or a list of 0/1 per layer;
+  // finalize() expands it into layer_is_moe.
+  std::string layer_freq = "1";
+  std::vector<uint8_t> layer_is_moe;            // [num_layers], after finalize()
+  int64_t ffn_hidden_size = 0;                  // --moe-ffn-hidden-size; 0 = --ffn-hidden-size
+  int64_t shared_expert_intermediate_size = 0;  // --moe-shared-expert-intermediate-size; 0 = none
+  MoeRouterOptions router;                      // --moe-router-topk, -score-function, -pre-softmax, ...
+  MoeCapacityOptions capacity;                  // --moe-expert-capacity-factor, -pad-..., -token-drop-policy
+  MoeLoadBalancing load_balancing = MoeLoadBalancing::aux_loss;
+  double aux_loss_coeff = 0.0;                  // --moe-aux-loss-coeff
+  double z_loss_coeff = 0.0;                    // --moe-z-loss-coeff; 0 = no z-loss
+  bool expert_bias = false;                     // --moe-router-enable-expert-bias
+  float bias_update_rate = 1e-3f;               // --moe-router-bias-update-rate
+  // --moe-router-dtype fp32: the router's logits stay f32 under --bf16/--fp16 (otherwise they are
+  // rounded to the activation dtype, as Megatron's router GEMM in 16 bits gives them).
+  bool router_fp32 = false;
+  MoeExpertsImpl experts_impl = MoeExpertsImpl::sequential;  // --moe-grouped-gemm: grouped
+  MoeDispatcher dispatcher = MoeDispatcher::allgather;
+  int64_t expert_model_parallel_size = 1;       // --expert-model-parallel-size
+  int64_t expert_tensor_parallel_size = 0;      // --expert-tensor-parallel-size; 0 = tp
+
+  bool enabled() const { return num_experts > 0; }
+  bool aux_loss() const { return load_balancing != MoeLoadBalancing::none && aux_loss_coeff > 0.0; }
+  // Megatron's names of the losses in the log (each logged divided by its coefficient).
+  const char* aux_loss_name() const;
+};
 
 struct ModelConfig {
   int64_t num_layers = 2;               // --num-layers
@@ -66,6 +109,7 @@ struct ModelConfig {
   // ranks; with sequence_parallel the norms, dropout and residual adds run on s/t tokens each.
   int64_t tensor_model_parallel_size = 1;  // --tensor-model-parallel-size
   bool sequence_parallel = false;          // --sequence-parallel
+  MoeConfig moe;
 
   // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
   void finalize();
@@ -83,9 +127,27 @@ struct ModelConfig {
   // tp (the layer code runs on this config); hidden size, head dimension and the rest unchanged.
   ModelConfig tp_local() const;
   // The MLP block kind of global layer `layer`.
-  MlpKind mlp_kind(int64_t layer) const { return MlpKind::dense; }
+  MlpKind mlp_kind(int64_t layer) const {
+    return moe.enabled() && moe.layer_is_moe[static_cast<size_t>(layer)] ? MlpKind::moe : MlpKind::dense;
+  }
+  // The kinds among global layers [first, last).
+  MlpKinds mlp_kinds(int64_t first, int64_t last) const {
+    MlpKinds kinds;
+    for (int64_t i = first; i < last; ++i) kinds = kinds | (mlp_kind(i) == MlpKind::moe ? MlpKinds{false, true} : MlpKinds{true, false});
+    return kinds;
+  }
+  // The routed experts' fc1 output width: 2·moe_ffn (SwiGLU: [gate | up]) or moe_ffn.
+  int64_t moe_fc1_size() const { return activation == Activation::swiglu ? 2 * moe.ffn_hidden_size : moe.ffn_hidden_size; }
+  // The options of the expert MLP ops (activation, GeLU form, grouped or sequential).
+  MoeExpertsOptions moe_experts_options() const;
+  // The shared expert as one tensor-parallel rank's dense MLP: this config with
+  // --moe-shared-expert-intermediate-size / tp as its ffn width, no biases.
+  ModelConfig shared_expert_config() const;
 
   std::string summary() const;
+
+ private:
+  void finalize_moe();
 };
 
 // The part of the model one Stage holds: the global layers [first_layer, last_layer), plus the

@@ -7,15 +7,17 @@
 
 namespace mt {
 
-std::array<TensorView*, 12> LayerWeights::all() {
+std::array<TensorView*, 17> LayerWeights::all() {
   const auto a = attention.all();
   const auto m = mlp.all();
-  return {&input_norm.weight, &input_norm.bias, a[0], a[1], a[2], a[3],
-          &mlp_norm.weight,   &mlp_norm.bias,   m[0], m[1], m[2], m[3]};
+  const auto e = moe.all();
+  return {&input_norm.weight, &input_norm.bias, a[0], a[1], a[2], a[3], &mlp_norm.weight, &mlp_norm.bias,
+          m[0], m[1], m[2], m[3], e[0], e[1], e[2], e[3], e[4]};
 }
 
-std::array<TensorView*, 7> LayerActivations::stored() {
-  return {&attention.q, &attention.k, &attention.v, &attention.context, &residual1, &mlp.fc1_out, &out};
+std::array<TensorView*, 11> LayerActivations::stored() {
+  return {&attention.q, &attention.k,  &attention.v,    &attention.context, &residual1,         &mlp.fc1_out,
+          &moe.rows,    &moe.pre_act, &moe.expert_out, &moe.shared.fc1_out, &out};
 }
 
 namespace {
@@ -40,7 +42,7 @@ void norm_bwd(const ModelConfig& c, const TensorView& dx, const NormWeights& g, 
 }  // namespace
 
 LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype,
-                                         bool with_output) {
+                                         MlpKinds kinds, bool with_output) {
   const int64_t Nl = shape.local_rows(), h = c.hidden_size;
   LayerActivations act;
   act.norm1 = alloc_norm_stats(a, c, Nl);
@@ -50,27 +52,31 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   if (dropout) act.attn_drop_mask = a.alloc(DType::u8, {Nl, h});
   act.residual1 = a.alloc(dtype, {Nl, h});
   act.norm2 = alloc_norm_stats(a, c, Nl);
-  act.mlp = alloc_mlp_saved(a, c, shape, dtype);
+  if (kinds.dense) act.mlp = alloc_mlp_saved(a, c, shape, dtype);
+  if (kinds.moe) act.moe = alloc_moe_saved(a, c, shape, dtype);
   if (dropout) act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
   if (with_output) act.out = a.alloc(dtype, {Nl, h});
   return act;
 }
 
-LayerScratch alloc_layer_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape) {
+LayerScratch alloc_layer_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape, MlpKinds kinds) {
   const int64_t Nl = shape.local_rows(), h = c.hidden_size;
   LayerScratch sc;
   sc.norm1_out = a.alloc(DType::f32, {Nl, h});
   sc.norm2_out = a.alloc(DType::f32, {Nl, h});
   sc.dense = a.alloc(DType::f32, {Nl, h});
   sc.attention = alloc_attention_scratch_fwd(a, c, shape);
-  sc.mlp = alloc_mlp_scratch_fwd(a, c, shape);
+  if (kinds.dense) sc.mlp = alloc_mlp_scratch_fwd(a, c, shape);
+  if (kinds.moe) sc.moe = alloc_moe_scratch_fwd(a, c, shape);
   return sc;
 }
 
-void alloc_layer_scratch_bwd(Arena& a, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads) {
+void alloc_layer_scratch_bwd(Arena& a, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads,
+                             MlpKinds kinds) {
   sc.dnorm = a.alloc(DType::f32, {shape.local_rows(), c.hidden_size});
   alloc_attention_scratch_bwd(a, sc.attention, c, shape, threads);
-  alloc_mlp_scratch_bwd(a, sc.mlp, c, shape);
+  if (kinds.dense) alloc_mlp_scratch_bwd(a, sc.mlp, c, shape);
+  if (kinds.moe) alloc_moe_scratch_bwd(a, sc.moe, c, shape);
 }
 
 void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const TensorView& x,
@@ -90,6 +96,9 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const
   switch (c.mlp_kind(ctx.layer_index)) {
     case MlpKind::dense:
       mlp_block_fwd(ctx, w.mlp, sc.norm2_out, act.mlp, sc.mlp, sc.sp_gathered, sc.sp_partial, sc.dense, with_output);
+      break;
+    case MlpKind::moe:  // the backward needs the experts' output: no shortcut
+      moe_block_fwd(ctx, w.moe, sc.norm2_out, act.moe, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense);
       break;
   }
   if (!with_output) return dropout_mask(act.mlp_drop_mask, ctx.hidden_dropout(), mlp_dropout, ctx.residual_offset());
@@ -116,6 +125,10 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerWeights& w, const
   switch (c.mlp_kind(ctx.layer_index)) {
     case MlpKind::dense:
       mlp_block_bwd(ctx, w.mlp, g.mlp, sc.norm2_out, act.mlp, sc.mlp, sc.sp_gathered, sc.sp_partial, sc.dense,
+                    sc.dnorm);
+      break;
+    case MlpKind::moe:
+      moe_block_bwd(ctx, w.moe, g.moe, sc.norm2_out, act.moe, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense,
                     sc.dnorm);
       break;
   }

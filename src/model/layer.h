@@ -11,6 +11,7 @@
 #include "backend/arena.h"
 #include "model/blocks/attention.h"
 #include "model/blocks/mlp.h"
+#include "model/blocks/moe.h"
 #include "model/layer_context.h"
 
 namespace mt {
@@ -24,8 +25,9 @@ struct LayerWeights {
   NormWeights input_norm;
   AttentionWeights attention;
   NormWeights mlp_norm;
-  MlpWeights mlp;
-  std::array<TensorView*, 12> all();
+  MlpWeights mlp;  // dense layers
+  MoeWeights moe;  // MoE layers
+  std::array<TensorView*, 17> all();
 };
 
 struct NormStats {
@@ -43,12 +45,13 @@ struct LayerActivations {
   TensorView attn_drop_mask;  // [Nl, h] u8
   TensorView residual1;       // [Nl, h]  a
   NormStats norm2;
-  MlpSaved mlp;
+  MlpSaved mlp;               // dense layers
+  MoeSaved moe;               // MoE layers
   TensorView mlp_drop_mask;   // [Nl, h] u8
   TensorView out;             // [Nl, h]  the layer output (next layer's input)
   // The activation-dtype members; the output comes last (kStoredOut).
-  std::array<TensorView*, 7> stored();
-  static constexpr size_t kStoredOut = 6;
+  std::array<TensorView*, 11> stored();
+  static constexpr size_t kStoredOut = 10;
 };
 
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).
@@ -59,22 +62,25 @@ struct LayerScratch {
   TensorView dnorm;      // [Nl, h]  backward only: gradient of a norm output
   AttentionScratch attention;
   MlpScratch mlp;
+  MoeScratch moe;
   // Sequence parallelism only (empty otherwise): a gathered [N, h] input or output gradient, and
   // the [N, h] partial sums before a reduce-scatter. The owner allocates them (its embedding and
   // output layer use them too).
   TensorView sp_gathered, sp_partial;
 };
 
-// Carves one layer's saved activations out of `arena` (a measuring arena gives the size); the
+// Carves the saved activations of a layer with MLP blocks of `kinds` (one layer's kind, or several
+// for a buffer layers of both kinds share) out of `arena` (a measuring arena gives the size); the
 // stored() members in `dtype`, the rest f32/u8. with_output = false leaves `out` empty (the
 // caller provides it).
 LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype,
-                                         bool with_output = true);
+                                         MlpKinds kinds, bool with_output = true);
 // The scratch the forward uses (kept through the backward too) ...
-LayerScratch alloc_layer_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape);
+LayerScratch alloc_layer_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape, MlpKinds kinds);
 // ... and what only the backward uses, carved separately so that a forward-only pass can lay
 // its own buffers over it (see Arena::overlay).
-void alloc_layer_scratch_bwd(Arena& arena, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads);
+void alloc_layer_scratch_bwd(Arena& arena, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads,
+                             MlpKinds kinds);
 
 // All tensors f32 (the caller stages 16-bit weights and activations); each activation the
 // forward produces is rounded to ctx.act_dtype right away, so later ops see the stored values.

@@ -12,6 +12,8 @@
 
 namespace mt {
 
+struct MoeLayerStats;
+
 // N = s·b token rows; Nl = N/t of them on each rank under sequence parallelism (Nl = N otherwise):
 // the residual stream (norms, dropout, residual adds) has Nl rows, the tensor-parallel core
 // (QKV, attention, MLP) N rows and 1/t of the heads and MLP width.
@@ -47,6 +49,11 @@ struct LayerContext {
   TensorParallel tp;              // the layer's tensor-parallel group
   int64_t total_heads = 0;        // query heads of the whole layer (config->num_attention_heads · tp)
   KvCacheStep kv_cache;           // inference with a KV cache; empty otherwise
+  // MoE layers: the gradient the load-balancing and z-losses give the router (the main loss's
+  // backward scale, Megatron's MoEAuxLossAutoScaler), and where a training forward reports the
+  // losses and tokens per expert (null: not reported, e.g. a recomputation's rerun).
+  float aux_loss_scale = 0.0f;
+  MoeLayerStats* moe_stats = nullptr;
 
   float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
   // Philox index of this rank's first residual-stream element (its rows under sequence parallelism).

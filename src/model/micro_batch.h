@@ -37,6 +37,10 @@ struct ForwardOptions {
   // forward, chunk by chunk, so the [s·b, V] logits never exist in full. Only the last stage
   // reads the value; every stage keeps the micro-batch's activations when it is not 0.
   float grad_scale = 0.0f;
+  // MoE layers: the gradient their load-balancing and z-losses enter the backward with (Megatron's
+  // MoEAuxLossAutoScaler scale: the loss scale over the micro-batches, and here over dp as the
+  // main loss's grad_scale is); 0 leaves the losses out.
+  float aux_loss_scale = 0.0f;
 };
 
 }  // namespace mt

@@ -1,6 +1,7 @@
 #include "model/params.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "base/rng.h"
 
@@ -40,6 +41,24 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
     add(prefix + ".weight", {out, in}, init, columns);
     if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros, whole);
   };
+  // An MoE block: the router and the routed experts are whole on every tensor-parallel rank
+  // (expert tensor parallelism 1), each rank routing its own sequence shard, so their gradients
+  // are partial sums over the tp group, as the norms' are. Experts are stacked [E, out, in]: entry
+  // e is Megatron's experts.linear_fc1.weight{e}. The shared expert is a dense MLP without biases.
+  auto add_moe = [&](const std::string& p) {
+    const int64_t E = c.moe.num_experts, gated = c.activation == Activation::swiglu ? 2 : 1;
+    for (auto [name, shape, init] : {std::tuple{"router.weight", Shape{E, h}, InitKind::normal},
+                                     std::tuple{"experts.linear_fc1.weight", Shape{E, c.moe_fc1_size(), h}, InitKind::normal},
+                                     std::tuple{"experts.linear_fc2.weight", Shape{E, h, c.moe.ffn_hidden_size},
+                                                InitKind::scaled_normal}}) {
+      add(p + name, shape, init);
+      specs.back().sequence_parallel = c.sequence_parallel;
+    }
+    const int64_t shared = c.moe.shared_expert_intermediate_size;
+    if (shared == 0) return;
+    add(p + "shared_experts.linear_fc1.weight", {gated * shared, h}, InitKind::normal, {0, gated});
+    add(p + "shared_experts.linear_fc2.weight", {h, shared}, InitKind::scaled_normal, columns);
+  };
 
   if (range.embedding) {
     add("embedding.word_embeddings.weight", {v, h}, InitKind::normal, rows);
@@ -56,6 +75,10 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
     add_column_parallel(p + "self_attention.linear_qkv", c.qkv_size(), h, InitKind::normal, 1);
     add_row_parallel(p + "self_attention.linear_proj", h, c.attention_size(), InitKind::scaled_normal);
     add_norm(p + "pre_mlp_layernorm");
+    if (c.mlp_kind(i) == MlpKind::moe) {
+      add_moe(p + "mlp.");
+      continue;
+    }
     add_column_parallel(p + "mlp.linear_fc1", c.fc1_size(), h, InitKind::normal,
                         c.activation == Activation::swiglu ? 2 : 1);
     add_row_parallel(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
@@ -209,6 +232,11 @@ GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
     l.mlp_norm = {find(p + "pre_mlp_layernorm.weight"), find(p + "pre_mlp_layernorm.bias")};
     l.mlp = {find(p + "mlp.linear_fc1.weight"), find(p + "mlp.linear_fc1.bias"), find(p + "mlp.linear_fc2.weight"),
              find(p + "mlp.linear_fc2.bias")};
+    l.moe.router_weight = find(p + "mlp.router.weight");
+    l.moe.experts_fc1 = find(p + "mlp.experts.linear_fc1.weight");
+    l.moe.experts_fc2 = find(p + "mlp.experts.linear_fc2.weight");
+    l.moe.shared.fc1_weight = find(p + "mlp.shared_experts.linear_fc1.weight");
+    l.moe.shared.fc2_weight = find(p + "mlp.shared_experts.linear_fc2.weight");
     t.layers.push_back(l);
   }
   if (!range.head) return t;

@@ -32,4 +32,14 @@ int64_t RecomputePlan::largest_group() const {
   return group_size(range_.first_layer);
 }
 
+std::vector<MlpKinds> RecomputePlan::pool_kinds(const ModelConfig& c) const {
+  std::vector<MlpKinds> kinds(static_cast<size_t>(largest_group()));
+  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
+    if (group_first(i) >= 0) {
+      MlpKinds& k = kinds[static_cast<size_t>(i - group_first(i))];
+      k = k | c.mlp_kinds(i, i + 1);
+    }
+  return kinds;
+}
+
 }  // namespace mt

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/config.h"
 
@@ -21,6 +22,9 @@ class RecomputePlan {
   bool group_last(int64_t layer) const;
   // Layers in the largest group (0 without full recomputation).
   int64_t largest_group() const;
+  // The MLP kinds of the k-th layers of all groups, for k < largest_group(): one pool entry of
+  // saved activations serves them all.
+  std::vector<MlpKinds> pool_kinds(const ModelConfig& c) const;
 
  private:
   bool full_ = false;

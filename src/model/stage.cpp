@@ -41,7 +41,15 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   workspace_->zero_used();
   if (!buf_.rope_cos.empty()) rope_tables(buf_.rope_cos, buf_.rope_sin, config_.rotary_base);
   for (auto* v : {&mask_sb_, &host_dlosses_, &host_losses_}) v->resize(static_cast<size_t>(s_ * b_));
+  moe_stats_.resize(static_cast<size_t>(range_.num_layers()));
+  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
+    if (config_.mlp_kind(i) == MlpKind::moe)
+      moe_stats_[static_cast<size_t>(local(i))].tokens_per_expert.resize(static_cast<size_t>(config_.moe.num_experts));
   host_labels_.resize(static_cast<size_t>(s_ * b_));
+}
+
+void Stage::reset_moe_stats() {
+  for (MoeLayerStats& stats : moe_stats_) stats.reset();
 }
 
 std::vector<LedgerEntry> Stage::layer_ledger(int64_t layer) const {
@@ -211,12 +219,15 @@ TensorView Stage::layer_input_f32(const StageSlot& slot, int64_t layer, const Te
   return as_f32(layer == range_.first_layer ? slot.input : slot.layers[local(layer) - 1].out, staging);
 }
 
-TensorView Stage::layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output) {
+TensorView Stage::layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool record,
+                            bool with_output) {
   const LayerActivations& saved = slot.layers[static_cast<size_t>(local(layer))];
   LayerActivations act = layer_activations_f32(saved, false);
   if (mixed()) act.out = buf_.x32[(local(layer) + 1) % 2];  // ping-pong with the input, which stays valid
-  transformer_layer_fwd(context(slot.in, slot.round, dropout, layer), layer_weights_f32(layer), x, act, buf_.scratch,
-                        with_output);
+  LayerContext ctx = context(slot.in, slot.round, dropout, layer);
+  ctx.aux_loss_scale = slot.aux_loss_scale;
+  if (record && config_.mlp_kind(layer) == MlpKind::moe) ctx.moe_stats = &moe_stats_[static_cast<size_t>(local(layer))];
+  transformer_layer_fwd(ctx, layer_weights_f32(layer), x, act, buf_.scratch, with_output);
   if (mixed()) {
     LayerActivations stored = saved;  // views of the slot's tensors
     const auto src = act.stored();
@@ -240,6 +251,7 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   load_inputs(slot.in, batch, op);
   slot.round = options.dropout_round;
   slot.dropout = options.dropout;
+  slot.aux_loss_scale = train ? options.aux_loss_scale : 0.0f;
   const int64_t first = range_.first_layer;
   const LayerContext ctx = context(slot.in, slot.round, options.dropout, first - 1);
   TensorView x = mixed() ? buf_.x32[0] : slot.input;
@@ -255,7 +267,7 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   }
   for (int64_t i = first; i < range_.last_layer; ++i) {
     need(params_->layer_params(i));
-    x = layer_fwd(slot, i, x, options.dropout);
+    x = layer_fwd(slot, i, x, options.dropout, /*record=*/train);
   }
   StageForward result;
   if (range_.head) {
@@ -295,10 +307,12 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
       // last layer's output is saved, so its rerun stops short of fc2.
       const int64_t g0 = recompute_.group_first(i);
       TensorView x = layer_input_f32(slot, g0, buf_.x32[local(g0) % 2]);
-      for (int64_t j = g0; j <= i; ++j) x = layer_fwd(slot, j, x, dropout, /*with_output=*/j < i);
+      for (int64_t j = g0; j <= i; ++j) x = layer_fwd(slot, j, x, dropout, /*record=*/false, /*with_output=*/j < i);
     }
     const TensorView x = layer_input_f32(slot, i, buf_.x32[0]);
-    transformer_layer_bwd(context(slot.in, slot.round, dropout, i), layer_weights_f32(i), g.layers[local(i)], x,
+    LayerContext ctx = context(slot.in, slot.round, dropout, i);
+    ctx.aux_loss_scale = slot.aux_loss_scale;
+    transformer_layer_bwd(ctx, layer_weights_f32(i), g.layers[local(i)], x,
                           layer_activations_f32(slot.layers[local(i)], true), buf_.scratch, buf_.dx);
     if (grads_ready_) grads_ready_(params_->layer_params(i));
   }

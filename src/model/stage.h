@@ -105,6 +105,10 @@ class Stage {
   // when the stage has no slots.
   std::vector<LedgerEntry> layer_ledger(int64_t layer) const;
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // Each layer's MoE figures (losses, tokens per expert, dropped choices) summed over the training
+  // forwards since the last reset, one entry per layer of the stage (empty for dense layers).
+  const std::vector<MoeLayerStats>& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats();
 
  private:
   StageSlot& slot_at(int slot, const char* op);
@@ -115,7 +119,9 @@ class Stage {
   // Layer i's forward from its f32 input; stores its activations in the slot and returns its f32
   // output (with_output = false: a rerun before the backward that stops short of fc2 and returns
   // an empty view, see transformer_layer_fwd).
-  TensorView layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool with_output = true);
+  // `record`: a training forward reporting its MoE figures (not a recomputation's rerun).
+  TensorView layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x, bool dropout, bool record,
+                       bool with_output = true);
   // The previous stage's output hidden states (f32 or the activation dtype) into dst, checked.
   void receive(const TensorView& input, const TensorView& dst, const char* op);
   // The input of `layer` as f32: the stage's input or the previous layer's saved output, itself
@@ -150,6 +156,7 @@ class Stage {
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   StageBuffers buf_;  // every buffer of both arenas (stage_buffers.h)
+  std::vector<MoeLayerStats> moe_stats_;
   GradsReady grads_ready_;
   ParamsNeeded params_needed_;
   void need(ParamStore::IndexRange params) const {

@@ -28,10 +28,14 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   // pool with one entry per layer of a recompute group, refilled by each backward (so all slots
   // share it). Only a group's last output stays (it is the next group's input); inner outputs
   // live in the pool, as in Megatron, which keeps just each group's input.
+  // A pool entry serves the k-th layer of every group, so the MLP kinds of all of them.
   std::vector<LayerActivations> pool;
   const int64_t largest_group = g.slots == 0 ? 0 : recompute.largest_group();
+  const std::vector<MlpKinds> pool_kinds = recompute.pool_kinds(config);
   for (int64_t k = 0; k < largest_group; ++k)
-    pool.push_back(alloc_layer_activations(act, local, shape, dtype, /*with_output=*/k < largest_group - 1));
+    pool.push_back(alloc_layer_activations(act, local, shape, dtype, pool_kinds[static_cast<size_t>(k)],
+                                           /*with_output=*/k < largest_group - 1));
+  const MlpKinds stage_kinds = config.mlp_kinds(range.first_layer, range.last_layer);
   // A stage without the head sends its output on right after the forward, and its backward never
   // reads it: one buffer serves every slot (Megatron's deallocate_output_tensor), so in-flight
   // micro-batches do not each keep one.
@@ -45,7 +49,8 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
       const bool sent = shared_output && i + 1 == range.last_layer;
       const int64_t first = recompute.group_first(i);
       if (first < 0) {
-        slot.layers.push_back(alloc_layer_activations(act, local, shape, dtype, /*with_output=*/!sent));
+        slot.layers.push_back(
+            alloc_layer_activations(act, local, shape, dtype, config.mlp_kinds(i, i + 1), /*with_output=*/!sent));
         if (sent) slot.layers.back().out = out.output;
         continue;
       }
@@ -66,13 +71,14 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   // runs a backward, so its transients lie over the backward-only scratch (which is larger, except
   // for the [b, n, s, s] probabilities of --attention-backend unfused).
   ws.overlay({[&] {
-                out.scratch = alloc_layer_scratch_fwd(ws, local, shape);
-                ws.overlay({[&] { alloc_layer_scratch_bwd(ws, out.scratch, local, shape, g.threads); },
+                out.scratch = alloc_layer_scratch_fwd(ws, local, shape, stage_kinds);
+                ws.overlay({[&] { alloc_layer_scratch_bwd(ws, out.scratch, local, shape, g.threads, stage_kinds); },
                             [&] {
                               // No dropout on this path, so no attention-dropout mask.
                               ModelConfig no_dropout = local;
                               no_dropout.attention_dropout = 0.0f;
-                              out.transient = alloc_layer_activations(ws, no_dropout, shape, DType::f32, false);
+                              out.transient =
+                                  alloc_layer_activations(ws, no_dropout, shape, DType::f32, stage_kinds, false);
                               for (TensorView& x : out.transient_x) x = ws.alloc(DType::f32, {Nl, h});
                             }});
               },
@@ -97,15 +103,17 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   }
   if (dtype == DType::f32) return;
   if (!weights.layers.empty()) {
-    LayerWeights like_w = weights.layers[0];
-    const auto src = like_w.all();
+    // Every weight a layer of the stage has (dense and MoE layers have different ones).
     const auto dst = out.layer_w32.all();
-    for (size_t k = 0; k < src.size(); ++k)
-      if (src[k]->ndim() > 0) *dst[k] = ws.alloc(DType::f32, src[k]->shape);
+    for (LayerWeights like_w : weights.layers) {
+      const auto src = like_w.all();
+      for (size_t k = 0; k < src.size(); ++k)
+        if (src[k]->ndim() > 0 && dst[k]->ndim() == 0) *dst[k] = ws.alloc(DType::f32, src[k]->shape);
+    }
     // The f32 output goes to x32 (ping-pong), never to this staging. Shapes from a fresh
     // measuring carve. (Shapes, not data, tell what exists: measuring views have no data.)
     Arena shapes(MemCategory::activations);
-    LayerActivations like = alloc_layer_activations(shapes, local, shape, dtype, false);
+    LayerActivations like = alloc_layer_activations(shapes, local, shape, dtype, stage_kinds, false);
     const auto from = like.stored();
     const auto to = out.layer_act32.stored();
     for (size_t k = 0; k < from.size(); ++k)

@@ -36,6 +36,7 @@ struct StageSlot {
   bool busy = false;    // forward done, backward pending
   uint64_t round = 0;   // the forward's dropout round and switch, which its backward reuses
   bool dropout = true;
+  float aux_loss_scale = 0.0f;  // the forward's ForwardOptions::aux_loss_scale
   StageInputs in;
   TensorView emb_drop_mask;              // u8 [Nl, h] (first stage)
   TensorView input;                      // [Nl, h] the first layer's input: embedding output or received hidden states

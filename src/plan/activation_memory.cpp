@@ -1,14 +1,16 @@
 #include "plan/activation_memory.h"
 
 #include "base/error.h"
+#include "model/blocks/moe.h"
 #include "model/recompute.h"
 
 namespace mt {
 
 namespace {
 
-// What one layer's forward keeps when nothing of it is recomputed in full, in ledger order.
-std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch) {
+// What one layer's forward keeps when nothing of it is recomputed in full, in ledger order, for
+// MLP blocks of `kinds` (a full-recomputation pool entry may serve both).
+std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpKinds kinds) {
   const int64_t t = c.tensor_model_parallel_size, sp = c.sequence_parallel ? t : 1;
   const int64_t s = c.seq_length, b = micro_batch, h = c.hidden_size, d = c.kv_channels;
   const int64_t n = c.num_attention_heads / t, g = c.num_query_groups / t;  // this rank's heads and groups
@@ -18,6 +20,13 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch) {
   const bool unfused = c.attention_impl == AttentionImpl::unfused;
   const int64_t drop_mask = c.hidden_dropout > 0.0f ? Nl * h : 0;  // none without dropout
   const bool fc1_kept = !(c.recompute_granularity == RecomputeGranularity::selective && c.recompute_mlp);
+  // MoE: the router's outputs per token, and R permuted rows (the worst case the buffers hold).
+  const MoeConfig& m = c.moe;
+  const int64_t E = m.num_experts, k = m.router.topk;
+  const int64_t R = kinds.moe ? moe_max_rows(c, Nl) : 0;
+  const int64_t routing =
+      Nl * k * (4 + 4) + Nl * E * (4 + 1) + (m.aux_loss() ? 4 * moe_aux_count_rows(c, b) * E : 0) + 4 * E + 4 * R;
+  const int64_t shared_fc1 = (c.activation == Activation::swiglu ? 2 : 1) * m.shared_expert_intermediate_size / t;
   return {
       norm_stats,
       a * N * n * d,
@@ -30,7 +39,13 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch) {
       drop_mask,
       a * Nl * h,
       norm_stats,
-      fc1_kept ? a * N * c.fc1_size() / t : 0,
+      kinds.dense && fc1_kept ? a * N * c.fc1_size() / t : 0,
+      kinds.moe ? 4 * Nl * E : 0,
+      kinds.moe ? routing : 0,
+      a * R * h,
+      a * R * (kinds.moe ? c.moe_fc1_size() / m.expert_tensor_parallel_size : 0),
+      a * R * h,
+      kinds.moe && fc1_kept ? a * N * shared_fc1 : 0,
       drop_mask,
       a * Nl * h,
   };
@@ -46,7 +61,7 @@ int64_t sum(const std::vector<int64_t>& v) {
 
 std::vector<LedgerEntry> layer_activation_formula(const ModelConfig& c, int64_t micro_batch, const StageRange& range,
                                                   int64_t layer) {
-  const std::vector<int64_t> bytes = layer_bytes(c, micro_batch);
+  const std::vector<int64_t> bytes = layer_bytes(c, micro_batch, c.mlp_kinds(layer, layer + 1));
   const std::vector<std::string>& names = layer_ledger_names();
   MT_CHECK(names.size() == bytes.size()) << "the activation formula and the ledger list different entries";
   const RecomputePlan recompute(c, range);
@@ -65,7 +80,7 @@ int64_t stage_activation_formula(const ModelConfig& c, int64_t micro_batch, cons
   const int64_t a = static_cast<int64_t>(dtype_size(c.params_dtype));
   const int64_t N = c.seq_length * micro_batch, Nl = N / sp, h = c.hidden_size;
   const int64_t hidden = a * Nl * h;  // one [Nl, h] activation
-  const int64_t layer = sum(layer_bytes(c, micro_batch));
+  auto layer_total = [&](MlpKinds kinds) { return sum(layer_bytes(c, micro_batch, kinds)); };
   const RecomputePlan recompute(c, range);
   // A stage without the head sends its last output on and never reads it again: one buffer.
   const bool shared_output = !range.head && range.num_layers() > 0;
@@ -74,15 +89,16 @@ int64_t stage_activation_formula(const ModelConfig& c, int64_t micro_batch, cons
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     const bool sent = shared_output && i + 1 == range.last_layer;
     if (recompute.group_first(i) < 0)
-      per_slot += layer - (sent ? hidden : 0);
+      per_slot += layer_total(c.mlp_kinds(i, i + 1)) - (sent ? hidden : 0);
     else if (recompute.group_last(i) && !sent)
       per_slot += hidden;
   }
   if (range.head)  // the final norm's statistics and the output layer's input gradient (f32)
     per_slot += (c.normalization == Normalization::layernorm ? 2 : 1) * 4 * Nl + 4 * Nl * h;
   // Full recomputation: one pool of a group's activations (its inner outputs included) for all slots.
-  const int64_t group = recompute.largest_group();
-  const int64_t pool = group > 0 ? group * layer - hidden : 0;
+  int64_t pool = 0;
+  for (const MlpKinds kinds : recompute.pool_kinds(c)) pool += layer_total(kinds);
+  if (pool > 0) pool -= hidden;  // the pool's last entry keeps no output
   return slots * per_slot + pool + (shared_output ? hidden : 0) + (range.head ? 4 * N : 0);
 }
 

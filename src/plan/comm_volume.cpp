@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "model/blocks/moe.h"
 #include "model/params.h"
 #include "model/recompute.h"
 #include "model/stage_buffers.h"
@@ -59,6 +60,8 @@ class TensorParallelTerms {
  public:
   TensorParallelTerms(Terms& terms, const ModelConfig& c, int64_t micro_batch, int microbatches)
       : terms_(terms),
+        c_(c),
+        micro_batch_(micro_batch),
         sp_(c.sequence_parallel),
         m_(microbatches),
         rows_(c.seq_length * micro_batch),
@@ -89,23 +92,36 @@ class TensorParallelTerms {
     }
   }
 
-  // A transformer layer's forward: qkv (column) and proj (row), fc1 (column) and fc2 (row). Per
-  // layer: without sp 2 all-reduces of H; with sp 2 all-gathers and 2 reduce-scatters of H.
-  void layer_forward(const std::string& what, int64_t layers) {
-    column_forward(what, 2 * layers);
-    row_forward(what, 2 * layers);
+  // A transformer layer's forward: qkv (column) and proj (row), then its MLP block: a dense one's
+  // fc1 (column) and fc2 (row; a rerun that keeps the output stops short of it), an MoE one's
+  // shared expert (the same two) and, with a load-balancing loss, its counts f32 [B, E]
+  // all-reduced. Routed experts need no tensor-parallel collective (their weights are whole).
+  void layer_forward(const std::string& what, int64_t layer, bool to_fc1 = false) {
+    column_forward(what, 1);
+    row_forward(what, 1);
+    if (c_.mlp_kind(layer) == MlpKind::dense) {
+      column_forward(what, 1);
+      if (!to_fc1) row_forward(what, 1);
+      return;
+    }
+    if (c_.moe.shared_expert_intermediate_size > 0) {
+      column_forward(what, 1);
+      row_forward(what, 1);
+    }
+    if (c_.moe.aux_loss()) add(what, all_reduce, 1, 4 * moe_aux_count_rows(c_, micro_batch_) * c_.moe.num_experts);
   }
   // Its backward mirrors it, block by block: fc2 (row), fc1 (column), proj (row), qkv (column).
-  // Per layer: without sp 2 all-reduces of H; with sp 4 all-gathers and 2 reduce-scatters of H.
-  void layer_backward(const std::string& what, int64_t layers) {
-    row_backward(what, 2 * layers);
-    column_backward(what, 2 * layers);
+  void layer_backward(const std::string& what, int64_t layer) {
+    if (has_mlp_linears(layer)) {
+      row_backward(what, 1);
+      column_backward(what, 1);
+    }
+    row_backward(what, 1);
+    column_backward(what, 1);
   }
-  // The last layer of a fully recomputed group reruns short of fc2 (its output is kept):
-  // qkv, proj, fc1. Without sp 1 all-reduce of H; with sp 2 all-gathers and 1 reduce-scatter.
-  void layer_forward_to_fc1(const std::string& what, int64_t layers) {
-    column_forward(what, 2 * layers);
-    row_forward(what, layers);
+  // Whether the layer's MLP block has tensor-parallel linears: a dense MLP or a shared expert.
+  bool has_mlp_linears(int64_t layer) const {
+    return c_.mlp_kind(layer) == MlpKind::dense || c_.moe.shared_expert_intermediate_size > 0;
   }
 
   // The vocabulary-parallel embedding (model/blocks/embedding.cpp) works like a row-parallel
@@ -137,6 +153,8 @@ class TensorParallelTerms {
   }
 
   Terms& terms_;
+  const ModelConfig& c_;
+  int64_t micro_batch_;
   bool sp_;
   int64_t m_, rows_, hidden_;
 };
@@ -147,19 +165,20 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
   const ModelConfig& c = layout.model;
   TensorParallelTerms tp(terms, c, layout.micro_batch, layout.num_microbatches);
   if (range.embedding) tp.embedding();
-  tp.layer_forward("layer forward", range.num_layers());
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) tp.layer_forward("layer forward", i);
   if (range.head) tp.output_head(std::min(StageGeometry{}.head_chunk_tokens, c.seq_length * layout.micro_batch));
   // Full recomputation: before the backward of a group's last layer the group's forward reruns
   // from its saved input, every layer whole but the last, which stops short of fc2.
   const RecomputePlan recompute(c, range);
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     if (!recompute.group_last(i)) continue;
-    tp.layer_forward("full recompute", i - recompute.group_first(i));
-    tp.layer_forward_to_fc1("full recompute", 1);
+    for (int64_t j = recompute.group_first(i); j <= i; ++j) tp.layer_forward("full recompute", j, /*to_fc1=*/j == i);
   }
-  // Selective recomputation of the MLP reruns fc1 in each layer's backward (its all-gather under sp).
-  if (c.recompute_mlp) tp.column_forward("selective recompute (fc1)", range.num_layers());
-  tp.layer_backward("layer backward", range.num_layers());
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
+    // Selective recomputation of the MLP reruns fc1 in each layer's backward (its all-gather under sp).
+    if (c.recompute_mlp && tp.has_mlp_linears(i)) tp.column_forward("selective recompute (fc1)", 1);
+    tp.layer_backward("layer backward", i);
+  }
 }
 
 // One chunk's gradient synchronisation (optim/grad_sync.cpp), once per iteration.
@@ -168,11 +187,12 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
   const DdpConfig& ddp = layout.ddp;
   const int t = static_cast<int>(c.tensor_model_parallel_size);
   const std::vector<ParamSpec> specs = param_specs(c, range);
-  // Parameters computed on s/t tokens under sp (the norms: every tp rank holds them whole) have
-  // partial gradients: each is all-reduced over tp (f32), one call per parameter.
+  // Parameters computed on s/t tokens under sp (the norms, an MoE layer's router and experts: every
+  // tp rank holds them whole) have partial gradients: each is all-reduced over tp (f32), one call
+  // per parameter.
   if (t > 1)
     for (const ParamSpec& s : specs)
-      if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel norm gradients", all_reduce, 1,
+      if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel gradients", all_reduce, 1,
                                          4 * shard_shape(s.shape, s.shard, t).numel());
   // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
   // distributed optimizer reduce-scattered (the whole bucket in). The same calls with or without
@@ -269,6 +289,13 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     // The loss sums (Σ loss, Σ mask: two f64) over dp, then over the pipeline.
     if (dp > 1) terms.add(CommGroup::dp, "loss sums", all_reduce, 1, 16);
     if (pp > 1) terms.add(CommGroup::pp, "loss sums", all_reduce, 1, 16);
+    // MoE: the iteration's losses and tokens per expert (train/moe_metrics.cpp), f64 per layer
+    // (2 + E) and 2 more, summed over tp, dp and pp.
+    if (c.moe.enabled()) {
+      const int64_t bytes = 8 * (c.num_layers * (2 + c.moe.num_experts) + 2);
+      for (const auto& [group, size] : {std::pair{CommGroup::tp, t}, std::pair{CommGroup::dp, dp}, std::pair{CommGroup::pp, pp}})
+        if (size > 1) terms.add(group, "moe metrics", all_reduce, 1, bytes);
+    }
     // The optimizer's gradient norm: under the distributed optimizer each rank's sum of squares
     // (one f64) over dp first. Its sum over the model-parallel group (found_inf follows from the
     // norm) runs over a group the Trainer does not count.

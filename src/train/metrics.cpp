@@ -34,6 +34,7 @@ std::string format_log_line(const LogLine& l, const std::string& timestamp) {
   s += printf_string(" learning rate: %.6E |", static_cast<double>(l.learning_rate));
   s += printf_string(" global batch size: %5lld |", static_cast<long long>(l.global_batch_size));
   if (l.lm_loss) s += printf_string(" lm loss: %.6E |", *l.lm_loss);
+  for (const auto& [name, value] : l.moe_losses) s += printf_string(" %s: %.6E |", name.c_str(), value);
   s += printf_string(" loss scale: %.1f |", static_cast<double>(l.loss_scale));
   if (l.grad_norm) s += printf_string(" grad norm: %.3f |", *l.grad_norm);
   s += printf_string(" number of skipped iterations: %3lld |", static_cast<long long>(l.skipped_iterations));
@@ -89,10 +90,19 @@ void IntervalAccumulator::add(const IterationStats& st) {
   if (!st.skipped) {
     ++advanced_;
     loss_sum_ += st.loss;
+    if (moe_loss_sums_.empty()) moe_loss_sums_ = st.moe.losses;
+    else
+      for (size_t i = 0; i < moe_loss_sums_.size(); ++i) moe_loss_sums_[i].second += st.moe.losses[i].second;
   } else {
     ++skipped_;
     if (!std::isfinite(st.loss)) ++nan_;
   }
+}
+
+std::vector<std::pair<std::string, double>> IntervalAccumulator::mean_moe_losses() const {
+  std::vector<std::pair<std::string, double>> means = moe_loss_sums_;
+  for (auto& [name, value] : means) value /= static_cast<double>(std::max<int64_t>(advanced_, 1));
+  return means;
 }
 
 std::optional<double> IntervalAccumulator::mean_loss() const {

@@ -8,10 +8,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mt {
 
 // What one training iteration did.
+// The MoE figures of one iteration (train/moe_metrics.h computes them).
+struct MoeIterationMetrics {
+  std::vector<std::pair<std::string, double>> losses;  // e.g. {"load_balancing_loss", 1.02}; empty when dense
+  // Rows per expert and MoE layer over the global batch (padding included).
+  double tokens_min = 0.0, tokens_mean = 0.0, tokens_max = 0.0;
+  double dropped_fraction = 0.0;  // dropped / routed token-expert choices
+};
+
 struct IterationStats {
   int64_t iteration = 0;         // 1-based
   int64_t consumed_samples = 0;  // global samples consumed after this iteration
@@ -28,6 +38,7 @@ struct IterationStats {
   // and the tied embedding's all-reduce) and data-parallel groups, as ring algorithms send them
   // (CommTotals::sent_bytes).
   double tp_bytes_sent = 0.0, pp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
+  MoeIterationMetrics moe;      // MoE models only
 };
 
 // The values of one log line.
@@ -41,6 +52,7 @@ struct LogLine {
   float learning_rate = 0.0f;
   int64_t global_batch_size = 0;
   std::optional<double> lm_loss;          // absent when the interval had no advanced iteration
+  std::vector<std::pair<std::string, double>> moe_losses;  // after the lm loss, as Megatron's total_loss_dict
   float loss_scale = 1.0f;
   std::optional<double> grad_norm;
   int64_t skipped_iterations = 0;
@@ -90,11 +102,14 @@ class IntervalAccumulator {
   double mean_tp_bytes() const { return per_iteration(tp_bytes_); }
   double mean_pp_bytes() const { return per_iteration(pp_bytes_); }
   double mean_dp_bytes() const { return per_iteration(dp_bytes_); }
+  // The MoE losses' means over the advanced iterations.
+  std::vector<std::pair<std::string, double>> mean_moe_losses() const;
   void reset() { *this = IntervalAccumulator(); }
 
  private:
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
   double loss_sum_ = 0.0;
+  std::vector<std::pair<std::string, double>> moe_loss_sums_;
   double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0;
   double per_iteration(double total) const { return total / std::max<double>(1.0, static_cast<double>(iterations())); }
 };

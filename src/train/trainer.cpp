@@ -10,6 +10,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/simulate.h"
 #include "plan/flops.h"
+#include "train/moe_metrics.h"
 #include "train/stage_chunks.h"
 
 namespace mt {
@@ -230,7 +231,10 @@ ForwardBackwardResult Trainer::forward_backward() {
   // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
   const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
-  for (auto& stage : chunks_) stage->params().zero_grads();
+  for (auto& stage : chunks_) {
+    stage->params().zero_grads();
+    stage->reset_moe_stats();
+  }
   std::vector<MicroBatch> batches;
   std::vector<ForwardOptions> options;
   for (MicroBatchBuffer& b : buffers_) {
@@ -243,6 +247,9 @@ ForwardBackwardResult Trainer::forward_backward() {
     fo.grad_scale = static_cast<float>(loss_scale() * (config_.calculate_per_token_loss
                                                            ? 1.0 / std::max(global_tokens, 1.0)
                                                            : 1.0 / (std::max(b.num_tokens, 1.0) * m * dp)));
+    // Megatron's MoEAuxLossAutoScaler: each micro-batch's auxiliary losses weigh 1/m (and 1/dp,
+    // as the gradients are summed over dp here).
+    fo.aux_loss_scale = static_cast<float>(loss_scale() / (m * dp));
     options.push_back(fo);
   }
   std::vector<std::unique_ptr<TrainingChunk>> chunks;
@@ -301,6 +308,10 @@ IterationStats Trainer::train_step() {
   st.num_tokens = fb.num_tokens;
   st.grad_norm = step.grad_norm;
   st.logged_lr = scheduler_->current_lr();
+  std::vector<const Stage*> stages;
+  for (const auto& stage : chunks_) stages.push_back(stage.get());
+  st.moe = reduce_moe_metrics(model_config_, stages, config_.num_microbatches, groups_.tp.get(), groups_.dp.get(),
+                              groups_.pp.get());
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
   st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
@@ -387,12 +398,14 @@ TrainResult Trainer::run(const LogFn& log) {
       line.learning_rate = st.logged_lr;
       line.global_batch_size = config_.global_batch_size;
       line.lm_loss = interval.mean_loss();
+      line.moe_losses = interval.mean_moe_losses();
       line.loss_scale = st.loss_scale;
       if (!st.skipped) line.grad_norm = st.grad_norm;  // Megatron has no norm for a skipped step
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));
       if (world_size > 1) log(format_comm_line(interval.mean_tp_bytes(), interval.mean_pp_bytes(), interval.mean_dp_bytes()));
+      if (model_config_.moe.enabled()) log(format_moe_line(st.moe));
       if (!first) {
         interval.reset();
         interval_start = Clock::now();

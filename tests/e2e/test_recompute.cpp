@@ -93,7 +93,7 @@ TEST(Recompute, SavedActivationsShrinkByTheRecomputedLayers) {
   const ModelConfig c = config(DType::f32, none);
   // One layer's saved bytes (L) and its output's (O), measured from the layer definition.
   Arena measure(MemCategory::activations);
-  alloc_layer_activations(measure, c, {c.seq_length, 2}, DType::f32);
+  alloc_layer_activations(measure, c, {c.seq_length, 2}, DType::f32, MlpKinds{true, false});
   const size_t L = measure.requested(), O = static_cast<size_t>(c.seq_length * 2 * c.hidden_size * 4);
   const size_t base = run(DType::f32, none).activation_bytes;
   auto bytes = [](RecomputeMethod method, int64_t layers) {

@@ -31,6 +31,7 @@ struct Layout {
   bool recompute_mlp = false;
   bool unfused = false;  // --attention-backend unfused: the [b, n, s, s] probabilities kept
   int64_t num_layers = 2, seq_length = 32, micro_batch = 2;
+  const char* moe_layers = nullptr;  // --moe-layer-freq of an MoE model (4 experts, top-2), or dense
 };
 
 std::string describe(const StepComm& plan, CommGroup group) {
@@ -151,6 +152,22 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .num_layers = 4,
        .seq_length = 24,
        .micro_batch = 1},
+      {.name = "MoE, tp 2 + sp (experts whole on each rank), shared expert, capacity, selective MLP recompute, bf16",
+       .tp = 2,
+       .sp = true,
+       .llama = true,
+       .bf16 = true,
+       .recompute = RecomputeGranularity::selective,
+       .recompute_mlp = true,
+       .moe_layers = "1"},
+      {.name = "MoE and dense layers, pp 2 + dp, full uniform recompute, distributed optimizer, fp32",
+       .pp = 2,
+       .llama = true,
+       .distributed = true,
+       .recompute = RecomputeGranularity::full,
+       .recompute_layers = 2,
+       .num_layers = 4,
+       .moe_layers = "[1,0,1,1]"},
   };
   int tested = 0;
   for (const Layout& l : layouts) {
@@ -166,6 +183,19 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     m.recompute_num_layers = l.recompute_layers;
     m.recompute_mlp = l.recompute_mlp;
     if (l.unfused) m.attention_impl = AttentionImpl::unfused;
+    if (l.moe_layers) {
+      m.moe.num_experts = 4;
+      m.moe.layer_freq = l.moe_layers;
+      m.moe.ffn_hidden_size = 48;
+      m.moe.expert_tensor_parallel_size = 1;
+      m.moe.aux_loss_coeff = 1e-2;
+      m.moe.z_loss_coeff = 1e-3;
+      if (l.tp > 1) {
+        m.moe.shared_expert_intermediate_size = 32;
+        m.moe.capacity.capacity_factor = 1.5;
+        m.moe.load_balancing = MoeLoadBalancing::seq_aux_loss;
+      }
+    }
     if (l.bf16) m.params_dtype = DType::bf16;
     TrainConfig run = short_run();
     run.train_iters = 2;

@@ -15,10 +15,10 @@ namespace mt {
 namespace {
 
 // The ledger of the buffers Stage would carve for one layer of `c` (a measuring arena: no memory).
-std::vector<LedgerEntry> measured(const ModelConfig& c, int64_t b) {
+std::vector<LedgerEntry> measured(const ModelConfig& c, int64_t b, MlpKinds kinds = {true, false}) {
   Arena measure(MemCategory::activations);
   const int64_t sp = c.sequence_parallel ? c.tensor_model_parallel_size : 1;
-  return layer_ledger(alloc_layer_activations(measure, c.tp_local(), {c.seq_length, b, sp}, c.params_dtype));
+  return layer_ledger(alloc_layer_activations(measure, c.tp_local(), {c.seq_length, b, sp}, c.params_dtype, kinds));
 }
 
 void expect_same_entries(const std::vector<LedgerEntry>& actual, const std::vector<LedgerEntry>& formula) {
@@ -113,6 +113,47 @@ TEST(ActivationMemory, TheFormulaIsTheLedgerAcrossConfigurations) {
   EXPECT_EQ(cases, 2 * 2 * 2 * 3 * 2 * 2 * 2 * 3);
 }
 
+// MoE layers: the router's outputs, the routing and the permuted rows at their worst case.
+TEST(ActivationMemory, TheFormulaIsTheLedgerForMoeLayers) {
+  int cases = 0;
+  for (const Activation act : {Activation::gelu, Activation::swiglu})
+    for (const DType dtype : {DType::f32, DType::bf16})
+      for (const int capacity : {0, 1, 2})  // dropless, a factor, a factor with padding
+        for (const MoeLoadBalancing balancing : {MoeLoadBalancing::none, MoeLoadBalancing::aux_loss,
+                                                 MoeLoadBalancing::seq_aux_loss})
+          for (const int64_t shared : {0, 16})
+            for (const int64_t t : {1, 2}) {
+              ModelConfig c;
+              c.num_layers = 2;
+              c.hidden_size = 48;
+              c.num_attention_heads = 8;
+              c.seq_length = 12;
+              c.vocab_size = 100;
+              c.activation = act;
+              c.params_dtype = dtype;
+              c.add_bias_linear = false;
+              c.tensor_model_parallel_size = t;
+              c.sequence_parallel = t > 1;
+              c.moe.num_experts = 6;
+              c.moe.router.topk = 2;
+              c.moe.ffn_hidden_size = 20;
+              c.moe.layer_freq = "[1,0]";
+              c.moe.expert_tensor_parallel_size = 1;
+              c.moe.shared_expert_intermediate_size = shared;
+              c.moe.load_balancing = balancing;
+              c.moe.aux_loss_coeff = 1e-2;
+              if (capacity > 0) c.moe.capacity.capacity_factor = 0.7;
+              c.moe.capacity.pad_to_capacity = capacity == 2;
+              c.finalize();
+              SCOPED_TRACE(c.summary() + " capacity " + std::to_string(capacity) + " tp " + std::to_string(t));
+              const StageRange all{0, 2, true, true};
+              expect_same_entries(measured(c, 3, {false, true}), layer_activation_formula(c, 3, all, 0));
+              expect_same_entries(measured(c, 3), layer_activation_formula(c, 3, all, 1));
+              ++cases;
+            }
+  EXPECT_EQ(cases, 2 * 2 * 3 * 3 * 2 * 2);
+}
+
 // Full recomputation keeps a layer's input alone (the paper's 2·s·b·h with 16-bit activations):
 // here the output of the layer that ends a recompute group, which is the next group's input.
 TEST(ActivationMemory, FullRecomputationKeepsOnlyTheGroupsOutput) {
@@ -176,14 +217,23 @@ TEST(ActivationMemory, AStagesLedgerIsTheFormulas) {
 // holding all, recomputation of each kind, sequence parallelism, several slots.
 TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
   int cases = 0;
+  for (const bool moe : {false, true})
   for (const StageRange range : {StageRange{0, 4, true, true}, StageRange{0, 2, true, false}, StageRange{1, 3, false, false},
                                  StageRange{2, 4, false, true}, StageRange{0, 0, true, false}})
     for (const RecomputeGranularity granularity :
          {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
       for (const int64_t group : {1, 2})
         for (const int slots : {1, 3}) {
-          const ModelConfig c = four_layers(granularity, group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform,
-                                            group, group == 1 ? Normalization::layernorm : Normalization::rmsnorm);
+          ModelConfig c = four_layers(granularity, group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform,
+                                      group, group == 1 ? Normalization::layernorm : Normalization::rmsnorm);
+          if (moe) {  // MoE and dense layers mixed, so pool entries serve both kinds
+            c.add_bias_linear = false;
+            c.moe.num_experts = 4;
+            c.moe.layer_freq = "[1,1,0,1]";
+            c.moe.aux_loss_coeff = 1e-2;
+            c.moe.capacity.capacity_factor = 1.5;
+            c.finalize();
+          }
           MemoryTracker memory;
           StageOptions options;
           options.slots = slots;
@@ -194,7 +244,7 @@ TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
           EXPECT_EQ(static_cast<int64_t>(stage.activation_bytes()), stage_activation_formula(c, 2, range, slots));
           ++cases;
         }
-  EXPECT_EQ(cases, 5 * 3 * 2 * 2);
+  EXPECT_EQ(cases, 2 * 5 * 3 * 2 * 2);
 }
 
 // Weights, gradients and optimizer state as a stage and AdamW allocate them: the DDP buffer's

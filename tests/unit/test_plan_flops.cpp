@@ -59,3 +59,42 @@ TEST(PlanFlops, RecomputationAddsWhatItReruns) {
 
 }  // namespace
 }  // namespace mt
+
+namespace mt {
+namespace {
+
+// Megatron's MoE terms: per MoE layer 12·h·gated·(moe_ffn·k + shared) per token (gated 1.5 under
+// SwiGLU), dense layers keep 12·h·gated·ffn; the rest of the formula is unchanged. An MoE layer's
+// full recomputation reruns its experts whole (fc1 and fc2).
+TEST(PlanFlops, MoeLayersCountTheirRoutedAndSharedExperts) {
+  ModelConfig dense = gpt(4, 64, 4, 32, 100);
+  dense.activation = Activation::swiglu;
+  dense.ffn_hidden_size = 96;
+  dense.add_bias_linear = false;
+  dense.finalize();
+  ModelConfig moe = dense;
+  moe.moe.num_experts = 8;
+  moe.moe.router.topk = 2;
+  moe.moe.ffn_hidden_size = 40;
+  moe.moe.shared_expert_intermediate_size = 24;
+  moe.moe.layer_freq = "[0,1,1,1]";
+  moe.finalize();
+  const int64_t B = 3;
+  const double tokens = 3.0 * 32, h = 64, gated = 1.5;
+  const double per_moe_layer = 12.0 * h * gated * (40 * 2 + 24 - 96);
+  EXPECT_NEAR(flops_per_iteration(moe, B) - flops_per_iteration(dense, B), 3 * tokens * per_moe_layer,
+              1e-9 * flops_per_iteration(dense, B));
+  // Full recomputation in groups of one: the dense layer saves its fc2 rerun, the MoE layers do not.
+  for (ModelConfig* c : {&dense, &moe}) {
+    c->recompute_granularity = RecomputeGranularity::full;
+    c->recompute_num_layers = 1;
+    c->attention_impl = AttentionImpl::unfused;
+    c->finalize();
+  }
+  const double rerun_moe = 2.0 * h * (2 * (40 * 2 + 24) + (40 * 2 + 24)), dense_fc1 = 2.0 * h * 2 * 96;
+  EXPECT_NEAR(recompute_flops(moe, StageRange::whole(moe), B) - recompute_flops(dense, StageRange::whole(dense), B),
+              3 * tokens * (rerun_moe - dense_fc1), 1e-9 * recompute_flops(dense, StageRange::whole(dense), B));
+}
+
+}  // namespace
+}  // namespace mt

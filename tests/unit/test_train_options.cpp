@@ -22,27 +22,33 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
       "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
-      "--exit-interval", "--exit-on-missing-checkpoint", "--ffn-hidden-size", "--finetune", "--fp16",
-      "--global-batch-size", "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis",
-      "--init-method-std", "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory",
-      "--loss-scale", "--loss-scale-window", "--lr", "--lr-decay-iters", "--lr-decay-samples",
-      "--lr-decay-style", "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters",
-      "--lr-warmup-samples", "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style",
+      "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
+      "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
+      "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
+      "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory", "--loss-scale",
+      "--loss-scale-window", "--lr", "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style",
+      "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters", "--lr-warmup-samples",
+      "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style",
       "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file", "--micro-batch-size",
       "--microbatch-group-size-per-virtual-pipeline-stage", "--min-loss-scale", "--min-lr", "--mock-data",
-      "--no-load-optim", "--no-load-rng", "--no-save-optim", "--no-save-rng", "--norm-epsilon",
-      "--normalization", "--null-tokenizer-eod-id", "--num-attention-heads", "--num-layers",
-      "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
+      "--moe-aux-loss-coeff", "--moe-expert-capacity-factor", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
+      "--moe-layer-freq", "--moe-pad-expert-input-to-capacity", "--moe-router-bias-update-rate",
+      "--moe-router-dtype", "--moe-router-enable-expert-bias", "--moe-router-group-topk",
+      "--moe-router-load-balancing-type", "--moe-router-num-groups", "--moe-router-pre-softmax",
+      "--moe-router-score-function", "--moe-router-topk", "--moe-router-topk-scaling-factor",
+      "--moe-shared-expert-intermediate-size", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
+      "--moe-token-drop-policy", "--moe-z-loss-coeff", "--no-load-optim", "--no-load-rng", "--no-save-optim",
+      "--no-save-rng", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id", "--num-attention-heads",
+      "--num-experts", "--num-layers", "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",
-      "--overlap-param-gather", "--pipeline-model-parallel-size", "--position-embedding-type",
-      "--print-config", "--recompute-activations", "--recompute-granularity", "--recompute-method",
-      "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids",
-      "--rotary-base", "--save", "--save-interval", "--seed", "--seq-length", "--sequence-parallel",
-      "--split", "--start-weight-decay", "--swiglu", "--tensor-model-parallel-size", "--test-data-path",
-      "--tokenizer-model", "--tokenizer-type", "--train-data-path", "--train-iters", "--train-samples",
-      "--untie-embeddings-and-output-weights", "--use-checkpoint-args", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping",
-      "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay",
-      "--weight-decay-incr-style",
+      "--overlap-param-gather", "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config",
+      "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
+      "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--save",
+      "--save-interval", "--seed", "--seq-length", "--sequence-parallel", "--split", "--start-weight-decay",
+      "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type",
+      "--train-data-path", "--train-iters", "--train-samples", "--untie-embeddings-and-output-weights",
+      "--use-checkpoint-args", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping", "--valid-data-path",
+      "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
   std::vector<std::string> actual;
@@ -190,6 +196,29 @@ std::string error_with(std::vector<std::string> extra) {
   return train_error(args);
 }
 
+// The --moe-* flags: refused without --num-experts, and each impossible layout named with its numbers.
+TEST(TrainOptions, MoeFlagsAreChecked) {
+  const auto has = [](const std::string& error, const char* needle) {
+    EXPECT_NE(error.find(needle), std::string::npos) << error;
+  };
+  has(error_with({"--moe-router-topk", "1"}), "--moe-router-topk applies to mixture-of-experts models: pass --num-experts");
+  has(error_with({"--expert-model-parallel-size", "2"}), "--expert-model-parallel-size applies to mixture-of-experts");
+  const std::vector<std::string> moe = {"--num-experts", "4", "--disable-bias-linear"};
+  const auto with_moe = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), moe.begin(), moe.end());
+    return error_with(extra);
+  };
+  has(with_moe({"--moe-token-drop-policy", "position"}), "--moe-token-drop-policy needs --moe-expert-capacity-factor");
+  has(with_moe({"--moe-pad-expert-input-to-capacity"}), "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+  has(with_moe({"--expert-model-parallel-size", "3"}), "--num-experts 4 is not divisible by --expert-model-parallel-size 3");
+  has(with_moe({"--moe-router-topk", "6"}), "--moe-router-topk 6 must lie in [1, --num-experts 4]");
+  has(with_moe({"--moe-router-num-groups", "3", "--moe-router-group-topk", "1"}),
+      "--moe-router-num-groups 3 does not divide --num-experts 4");
+  has(with_moe({"--moe-router-dtype", "fp64"}), "--moe-router-dtype fp64 is not supported");
+  has(with_moe({"--moe-layer-freq", "[1,0,1,0,1]"}), "lists 5 layers but --num-layers is");
+  has(error_with({"--num-experts", "4"}), "pass --disable-bias-linear");
+}
+
 TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
   EXPECT_NE(error_with({"--bf16", "--fp16"}).find("exclude each other"), std::string::npos);
   EXPECT_NE(error_with({"--recompute-granularity", "full"}).find("needs --recompute-method"), std::string::npos);
@@ -202,8 +231,8 @@ TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
                 .find("exceeds --num-layers"),
             std::string::npos);
   EXPECT_NE(error_with({"--recompute-modules", "mlp"}).find("selective only"), std::string::npos);
-  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe_act"})
-                .find("--recompute-modules moe_act: this model has only core_attn, layernorm and mlp"),
+  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe"})
+                .find("--recompute-modules moe: the modules are core_attn, layernorm, mlp and moe_act"),
             std::string::npos);
   // Without core_attn, selective recomputation and the unfused attention (which stores the
   // probabilities) go together; with it they contradict each other.

@@ -1,0 +1,209 @@
+#include "model/blocks/moe.h"
+
+#include <algorithm>
+
+#include "ops/elementwise.h"
+#include "ops/linear.h"
+#include "ops/moe_experts.h"
+#include "ops/moe_router.h"
+
+namespace mt {
+
+void MoeLayerStats::reset() {
+  aux_loss = z_loss = choices = dropped = 0.0;
+  micro_batches = 0;
+  std::fill(tokens_per_expert.begin(), tokens_per_expert.end(), 0.0);
+}
+
+int64_t moe_max_rows(const ModelConfig& c, int64_t tokens) {
+  const MoeConfig& m = c.moe;
+  const int64_t dropless = tokens * m.router.topk;
+  if (!m.capacity.capacity_factor) return dropless;
+  const int64_t per_expert =
+      std::min(moe_expert_capacity(tokens, m.num_experts, m.router.topk, *m.capacity.capacity_factor), tokens);
+  return m.capacity.pad_to_capacity ? m.num_experts * per_expert : std::min(dropless, m.num_experts * per_expert);
+}
+
+int64_t moe_aux_count_rows(const ModelConfig& c, int64_t micro_batch) {
+  return c.moe.load_balancing == MoeLoadBalancing::seq_aux_loss ? micro_batch : 1;
+}
+
+namespace {
+
+bool has_shared_expert(const ModelConfig& c) { return c.moe.shared_expert_intermediate_size > 0; }
+
+// The first `rows` rows of each per-row tensor.
+struct MoeRows {
+  TensorView row_token, rows, pre_act, act, expert_out;
+};
+
+MoeRows used_rows(const MoeSaved& saved, const MoeScratch& sc, int64_t rows) {
+  return {saved.row_token.rows(0, rows), saved.rows.rows(0, rows), saved.pre_act.rows(0, rows),
+          sc.act.rows(0, rows), saved.expert_out.rows(0, rows)};
+}
+
+int64_t routed_rows(const MoeSaved& saved) {
+  const int32_t* n = saved.tokens_per_expert.i32();
+  int64_t rows = 0;
+  for (int64_t e = 0; e < saved.tokens_per_expert.numel(); ++e) rows += n[e];
+  return rows;
+}
+
+// N of the load-balancing loss: the micro-batch's tokens (per sequence for seq_aux_loss), all
+// tensor-parallel shards together.
+int64_t aux_loss_tokens(const LayerContext& ctx, const TensorView& counts) { return ctx.shape.rows() / counts.shape[0]; }
+
+void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorView& scores, const TensorView& counts) {
+  const MoeConfig& m = ctx.config->moe;
+  moe_aux_loss_fwd(loss, scores, counts, aux_loss_tokens(ctx, counts), m.router.topk, m.aux_loss_coeff);
+}
+
+double z_loss_coeff(const LayerContext& ctx) { return ctx.config->moe.z_loss_coeff / ctx.tp.size(); }
+
+void record_stats(const LayerContext& ctx, const MoeSaved& saved, const MoeScratch& sc) {
+  MoeLayerStats& stats = *ctx.moe_stats;
+  const MoeConfig& m = ctx.config->moe;
+  const int64_t T = saved.indices.shape[0], k = saved.indices.shape[1], E = m.num_experts;
+  if (m.aux_loss()) {  // the forward's scores are still in sc.aux_scores
+    aux_loss_fwd(ctx, sc.loss, sc.aux_scores, saved.aux_counts);
+    stats.aux_loss += static_cast<double>(sc.loss.f32()[0]) / m.aux_loss_coeff;
+  }
+  if (m.z_loss_coeff > 0.0) {
+    moe_z_loss_fwd(sc.loss, saved.logits, z_loss_coeff(ctx));
+    stats.z_loss += static_cast<double>(sc.loss.f32()[0]) / m.z_loss_coeff;
+  }
+  ++stats.micro_batches;
+  const int32_t* n = saved.tokens_per_expert.i32();
+  for (int64_t e = 0; e < E; ++e) stats.tokens_per_expert[static_cast<size_t>(e)] += n[e];
+  const int32_t* chosen = saved.indices.i32();
+  const uint8_t* kept = saved.routing_map.u8();
+  int64_t dropped = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) dropped += kept[t * E + chosen[t * k + j]] == 0;
+  stats.choices += static_cast<double>(T * k);
+  stats.dropped += static_cast<double>(dropped);
+}
+
+}  // namespace
+
+MoeSaved alloc_moe_saved(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype) {
+  const int64_t Nl = shape.local_rows(), E = c.moe.num_experts, k = c.moe.router.topk, h = c.hidden_size;
+  const int64_t R = moe_max_rows(c, Nl);
+  MoeSaved s;
+  s.logits = a.alloc(DType::f32, {Nl, E});
+  s.probs = a.alloc(DType::f32, {Nl, k});
+  s.indices = a.alloc(DType::i32, {Nl, k});
+  s.routing_probs = a.alloc(DType::f32, {Nl, E});
+  s.routing_map = a.alloc(DType::u8, {Nl, E});
+  if (c.moe.aux_loss()) s.aux_counts = a.alloc(DType::f32, {moe_aux_count_rows(c, shape.b), E});
+  s.row_token = a.alloc(DType::i32, {R});
+  s.tokens_per_expert = a.alloc(DType::i32, {E});
+  s.rows = a.alloc(dtype, {R, h});
+  s.pre_act = a.alloc(dtype, {R, c.moe_fc1_size()});
+  s.expert_out = a.alloc(dtype, {R, h});
+  // The shared expert is a dense MLP over the same Nl rows (its own tensor parallelism included).
+  if (has_shared_expert(c)) s.shared = alloc_mlp_saved(a, c.shared_expert_config(), shape, dtype);
+  return s;
+}
+
+MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape) {
+  const int64_t R = moe_max_rows(c, shape.local_rows());
+  MoeScratch sc;
+  sc.act = a.alloc(DType::f32, {R, c.moe.ffn_hidden_size});
+  sc.loss = a.alloc(DType::f32, {1});
+  if (c.moe.aux_loss()) sc.aux_scores = a.alloc(DType::f32, {shape.local_rows(), c.moe.num_experts});
+  if (has_shared_expert(c)) {
+    sc.shared_out = a.alloc(DType::f32, {shape.local_rows(), c.hidden_size});
+    sc.shared = alloc_mlp_scratch_fwd(a, c.shared_expert_config(), shape);
+  }
+  return sc;
+}
+
+void alloc_moe_scratch_bwd(Arena& a, MoeScratch& sc, const ModelConfig& c, LayerShape shape) {
+  const int64_t Nl = shape.local_rows(), E = c.moe.num_experts, k = c.moe.router.topk, h = c.hidden_size;
+  const int64_t R = moe_max_rows(c, Nl);
+  sc.dact = a.alloc(DType::f32, {R, c.moe.ffn_hidden_size});
+  sc.dpre_act = a.alloc(DType::f32, {R, c.moe_fc1_size()});
+  sc.drows = a.alloc(DType::f32, {R, h});
+  sc.dexpert_out = a.alloc(DType::f32, {R, h});
+  sc.dlogits = a.alloc(DType::f32, {Nl, E});
+  sc.dprobs = a.alloc(DType::f32, {Nl, k});
+  sc.drouting_probs = a.alloc(DType::f32, {Nl, E});
+  if (c.moe.aux_loss()) sc.daux_scores = a.alloc(DType::f32, {Nl, E});
+  if (has_shared_expert(c)) alloc_mlp_scratch_bwd(a, sc.shared, c.shared_expert_config(), shape);
+}
+
+void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorView& inp, const MoeSaved& saved,
+                   const MoeScratch& sc, const TensorView& sp_gathered, const TensorView& sp_partial,
+                   const TensorView& out) {
+  const ModelConfig& c = *ctx.config;
+  const MoeConfig& m = c.moe;
+  linear_fwd(saved.logits, inp, w.router_weight, TensorView());
+  if (!m.router_fp32) ctx.round(saved.logits);
+  moe_router_fwd(saved.probs, saved.indices, saved.logits, TensorView(), m.router);
+  moe_routing_map_fwd(saved.routing_probs, saved.routing_map, saved.probs, saved.indices, m.capacity);
+  if (m.aux_loss() && ctx.aux_loss_scale != 0.0f) {
+    // Training only (a backward follows). The counts the loss weighs the scores by: over the whole
+    // micro-batch's tokens, so summed over the tensor-parallel ranks' sequence shards.
+    moe_aux_scores_fwd(sc.aux_scores, saved.aux_counts, saved.logits, m.router.topk, m.router.score_function);
+    if (ctx.tp.sp()) ctx.tp.comm->all_reduce(saved.aux_counts, ReduceOp::sum);
+  }
+  const MoeRows r = used_rows(saved, sc, moe_permuted_rows(saved.routing_map));
+  moe_permute_fwd(r.rows, r.row_token, saved.tokens_per_expert, inp, saved.routing_map);
+  moe_experts_fwd(r.expert_out, r.pre_act, r.act, r.rows, saved.tokens_per_expert, w.experts_fc1, w.experts_fc2,
+                  c.moe_experts_options());
+  ctx.round(r.pre_act);
+  ctx.round(r.expert_out);
+  moe_unpermute_fwd(out, r.expert_out, r.row_token, saved.tokens_per_expert, saved.routing_probs);
+  if (has_shared_expert(c)) {
+    mlp_block_fwd(ctx, w.shared, inp, saved.shared, sc.shared, sp_gathered, sp_partial, sc.shared_out);
+    accumulate(out, sc.shared_out);
+  }
+  ctx.round(out);
+  if (ctx.moe_stats) record_stats(ctx, saved, sc);
+}
+
+void moe_block_bwd(const LayerContext& ctx, const MoeWeights& w, const MoeWeights& g, const TensorView& inp,
+                   const MoeSaved& saved, const MoeScratch& sc, const TensorView& sp_gathered,
+                   const TensorView& sp_partial, const TensorView& dout, const TensorView& din) {
+  const ModelConfig& c = *ctx.config;
+  const MoeConfig& m = c.moe;
+  const int64_t R = routed_rows(saved);
+  const MoeRows r = used_rows(saved, sc, R);
+  const TensorView dexpert_out = sc.dexpert_out.rows(0, R), drows = sc.drows.rows(0, R);
+  // The combine: gradients of the experts' rows and of the routing weights.
+  zero(dexpert_out);
+  zero(sc.drouting_probs);
+  moe_unpermute_bwd(dexpert_out, sc.drouting_probs, dout, r.expert_out, r.row_token, saved.tokens_per_expert,
+                    saved.routing_probs);
+  ctx.round(dexpert_out);
+  zero(drows);
+  moe_experts_bwd(drows, g.experts_fc1, g.experts_fc2, dexpert_out, r.rows, r.pre_act, saved.tokens_per_expert,
+                  w.experts_fc1, w.experts_fc2, r.act, sc.dact.rows(0, R), sc.dpre_act.rows(0, R),
+                  c.moe_experts_options());
+  ctx.round(drows);
+  zero(din);
+  moe_permute_bwd(din, drows, r.row_token);
+  // The router: through the routing weights, then the losses' gradients (as the auto-scaler
+  // gives them: aux_loss_scale each).
+  zero(sc.dprobs);
+  moe_routing_map_bwd(sc.dprobs, sc.drouting_probs, saved.routing_map, saved.indices);
+  zero(sc.dlogits);
+  moe_router_bwd(sc.dlogits, sc.dprobs, saved.logits, saved.indices, m.router);
+  if (m.aux_loss() && ctx.aux_loss_scale != 0.0f) {
+    zero(sc.daux_scores);
+    moe_aux_loss_bwd(sc.daux_scores, ctx.aux_loss_scale, saved.aux_counts, aux_loss_tokens(ctx, saved.aux_counts),
+                     m.router.topk, m.aux_loss_coeff);
+    moe_aux_scores_bwd(sc.dlogits, sc.daux_scores, saved.logits, m.router.score_function);
+  }
+  if (m.z_loss_coeff > 0.0 && ctx.aux_loss_scale != 0.0f) moe_z_loss_bwd(sc.dlogits, ctx.aux_loss_scale, saved.logits, z_loss_coeff(ctx));
+  linear_bwd(din, g.router_weight, TensorView(), sc.dlogits, inp, w.router_weight);
+  if (has_shared_expert(c)) {
+    mlp_block_bwd(ctx, w.shared, g.shared, inp, saved.shared, sc.shared, sp_gathered, sp_partial, dout,
+                  sc.shared_out);
+    accumulate(din, sc.shared_out);
+  }
+  ctx.round(din);
+}
+
+}  // namespace mt

@@ -1,0 +1,255 @@
+// The MoE block inside the model: a whole-model gradient check (routing to every expert, so the
+// loss is smooth and central differences apply; the top-k choice itself is tested op by op),
+// equality with the dense MLP when one expert takes every token, the start-up refusals, and
+// mixed-precision, recomputation and evaluation paths through MoE layers.
+#include <cmath>
+#include <cstring>
+
+#include "model/gpt.h"
+#include "model/params.h"
+#include "testing.h"
+
+namespace mt {
+namespace {
+
+ModelConfig tiny_moe(bool llama) {
+  ModelConfig c = test::tiny_gpt(llama, 9);
+  c.add_bias_linear = false;
+  c.moe.num_experts = 4;
+  c.moe.ffn_hidden_size = 16;
+  c.finalize();
+  return c;
+}
+
+// The loss a training forward reports plus what its auxiliary losses add (each weighted
+// aux_loss_scale, as their gradients are).
+double total_loss(GptModel& model, const MicroBatch& batch, const ForwardOptions& options) {
+  const MoeConfig& m = model.config().moe;
+  model.stage().reset_moe_stats();
+  double loss = options.grad_scale * model.forward(batch, options).loss_sum;
+  model.backward();
+  for (const MoeLayerStats& s : model.stage().moe_stats())
+    loss += options.aux_loss_scale * (s.aux_loss * m.aux_loss_coeff + s.z_loss * m.z_loss_coeff);
+  return loss;
+}
+
+void gradcheck(ModelConfig c) {
+  const int64_t b = 2;
+  GptModel model(c, b, cpu_backend(), nullptr);
+  model.params().init(7);
+  test::HostTensor tokens = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 11);
+  test::HostTensor labels = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 12);
+  const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+  ForwardOptions train;
+  train.dropout_round = 5;
+  train.grad_scale = 0.7f;
+  train.aux_loss_scale = 3.0f;  // large enough that a dropped auxiliary term shows
+  model.params().zero_grads();
+  model.forward(batch, train);
+  model.backward();
+  std::vector<std::vector<float>> analytic;
+  for (const Param& p : model.params().params()) analytic.emplace_back(p.grad.f32(), p.grad.f32() + p.grad.numel());
+
+  int moe_params = 0;
+  for (size_t k = 0; k < model.params().params().size(); ++k) {
+    Param& p = model.params().params()[k];
+    const std::vector<float>& g = analytic[k];
+    moe_params += p.name.find(".mlp.router.") != std::string::npos || p.name.find(".mlp.experts.") != std::string::npos ||
+                  p.name.find(".shared_experts.") != std::string::npos;
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < 8; ++i) idx.push_back(p.value.numel() * i / 8);
+    double num = 0.0, den = 0.0;
+    for (int64_t i : idx) {
+      float* w = p.value.f32() + i;
+      const float saved = *w;
+      const double h = 1e-2;
+      *w = static_cast<float>(saved + h);
+      const double up = total_loss(model, batch, train);
+      *w = static_cast<float>(saved - h);
+      const double down = total_loss(model, batch, train);
+      *w = saved;
+      const double fd = (up - down) / (2 * h);
+      num += (fd - g[static_cast<size_t>(i)]) * (fd - g[static_cast<size_t>(i)]);
+      den += fd * fd;
+    }
+    const double rel = std::sqrt(num / std::max(den, 1e-20));
+    EXPECT_LT(rel, 2e-2) << p.name << " relative error " << rel << " (|g| " << std::sqrt(den) << ")";
+    EXPECT_GT(den, 1e-14) << p.name << " has no gradient at the probed entries";
+  }
+  EXPECT_GE(moe_params, 3);
+}
+
+// Every token goes to all experts (top-k = E): the routing weights are smooth functions of the
+// router, so finite differences see the router's gradient through the combine, the z-loss and
+// the shared expert.
+TEST(MoeModel, GradcheckSoftmaxWithSharedExpertAndZLoss) {
+  ModelConfig c = tiny_moe(false);
+  c.moe.router.topk = 4;
+  c.moe.router.pre_softmax = true;
+  c.moe.shared_expert_intermediate_size = 12;
+  c.moe.z_loss_coeff = 5e-2;
+  c.moe.aux_loss_coeff = 1e-2;  // its gradient vanishes with k = E, but it runs
+  c.moe.layer_freq = "[1,1]";
+  c.finalize();
+  gradcheck(c);
+}
+
+TEST(MoeModel, GradcheckSigmoidSwigluScaled) {
+  ModelConfig c = tiny_moe(true);
+  c.moe.router.topk = 4;
+  c.moe.router.score_function = MoeScoreFunction::sigmoid;
+  c.moe.router.scaling_factor = 2.5f;
+  c.moe.z_loss_coeff = 5e-2;
+  c.moe.layer_freq = "[0,1]";  // a dense layer, then an MoE one
+  c.moe.experts_impl = MoeExpertsImpl::grouped;
+  c.finalize();
+  gradcheck(c);
+}
+
+// One expert that every token goes to with weight 1 (softmax over one logit) is the dense MLP
+// without biases: same loss and same gradients, bit for bit, once its weights are the MLP's.
+TEST(MoeModel, OneExpertIsTheDenseMlp) {
+  for (const bool llama : {false, true}) {
+    ModelConfig dense = test::tiny_gpt(llama, 9);
+    dense.add_bias_linear = false;
+    dense.finalize();
+    ModelConfig moe = dense;
+    moe.moe.num_experts = 1;
+    moe.moe.router.topk = 1;
+    moe.moe.router.pre_softmax = true;
+    moe.finalize();
+    GptModel a(dense, 2, cpu_backend(), nullptr), e(moe, 2, cpu_backend(), nullptr);
+    a.params().init(3);
+    e.params().init(3);
+    for (int64_t layer = 0; layer < dense.num_layers; ++layer) {
+      const std::string p = "decoder.layers." + std::to_string(layer) + ".mlp.";
+      for (const char* fc : {"linear_fc1.weight", "linear_fc2.weight"}) {
+        const TensorView from = a.params().get(p + fc).value, to = e.params().get(p + "experts." + fc).value;
+        ASSERT_EQ(from.numel(), to.numel());
+        std::memcpy(to.data, from.data, from.bytes());
+      }
+    }
+    // Every other parameter has the same name and so the same initial values.
+    test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
+    const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+    ForwardOptions train;
+    train.grad_scale = 0.5f;
+    train.aux_loss_scale = 1.0f;
+    a.params().zero_grads();
+    e.params().zero_grads();
+    EXPECT_EQ(a.forward(batch, train).loss_sum, e.forward(batch, train).loss_sum) << "llama " << llama;
+    a.backward();
+    e.backward();
+    for (const Param& p : a.params().params()) {
+      std::string name = p.name;
+      if (name.find(".mlp.linear_fc") != std::string::npos) name.insert(name.find("linear_fc"), "experts.");
+      const Param& q = e.params().get(name);
+      EXPECT_EQ(std::memcmp(p.grad.data, q.grad.data, p.grad.bytes()), 0) << p.name << " llama " << llama;
+    }
+    for (const Param& p : e.params().params())
+      if (p.name.find("router") != std::string::npos)
+        for (int64_t i = 0; i < p.grad.numel(); ++i) ASSERT_EQ(p.grad.f32()[i], 0.0f) << p.name;
+  }
+}
+
+// What a training forward reports: token counts per expert (padding included) and dropped
+// choices under a capacity, and nothing from evaluation or a recomputation's rerun.
+TEST(MoeModel, StatsCountTokensAndDroppedChoices) {
+  for (const bool full_recompute : {false, true}) {
+    ModelConfig c = tiny_moe(false);
+    c.moe.router.topk = 2;
+    c.moe.capacity.capacity_factor = 0.5;  // C = ceil(18·2/4·0.5) = 5 of the 18 tokens' 36 choices
+    c.moe.aux_loss_coeff = 1e-2;
+    if (full_recompute) c.recompute_granularity = RecomputeGranularity::full;
+    c.finalize();
+    GptModel model(c, 2, cpu_backend(), nullptr);
+    model.params().init(3);
+    test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
+    const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+    ForwardOptions train;
+    train.grad_scale = 1.0f;
+    train.aux_loss_scale = 1.0f;
+    model.stage().reset_moe_stats();
+    model.forward(batch, train);
+    model.backward();
+    model.forward_only(batch);
+    for (const MoeLayerStats& s : model.stage().moe_stats()) {
+      EXPECT_EQ(s.micro_batches, 1);
+      EXPECT_EQ(s.choices, 36.0);
+      double kept = 0.0;
+      for (const double n : s.tokens_per_expert) {
+        EXPECT_LE(n, 5.0);
+        kept += n;
+      }
+      EXPECT_EQ(kept + s.dropped, 36.0);
+      EXPECT_GT(s.dropped, 0.0);
+      EXPECT_GT(s.aux_loss, 0.0);
+    }
+  }
+}
+
+// Mixed precision and full recomputation run the same MoE forward (the rerun reproduces the
+// saved routing exactly), so gradients agree with the plain run bit for bit.
+TEST(MoeModel, FullRecomputationGivesTheSameGradients) {
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    ModelConfig plain = tiny_moe(true);
+    plain.moe.aux_loss_coeff = 1e-2;
+    plain.moe.z_loss_coeff = 1e-3;
+    plain.moe.shared_expert_intermediate_size = 8;
+    plain.params_dtype = dtype;
+    plain.finalize();
+    ModelConfig full = plain;
+    full.recompute_granularity = RecomputeGranularity::full;
+    full.recompute_num_layers = 2;
+    full.finalize();
+    std::vector<std::vector<float>> grads[2];
+    double losses[2];
+    for (int k = 0; k < 2; ++k) {
+      GptModel model(k == 0 ? plain : full, 2, cpu_backend(), nullptr);
+      model.params().init(5);
+      test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
+      const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+      ForwardOptions train;
+      train.grad_scale = 1.0f;
+      train.aux_loss_scale = 1.0f;
+      model.params().zero_grads();
+      losses[k] = model.forward(batch, train).loss_sum;
+      model.backward();
+      for (const Param& p : model.params().params()) {
+        std::vector<float> g(static_cast<size_t>(p.grad.numel()));
+        std::memcpy(g.data(), p.grad.data, p.grad.bytes());
+        grads[k].push_back(g);
+      }
+    }
+    EXPECT_EQ(losses[0], losses[1]);
+    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[0][i], grads[1][i]) << "param " << i;
+  }
+}
+
+TEST(MoeModel, RefusesWhatCannotWork) {
+  auto refused = [](auto change, const char* needle) {
+    ModelConfig c = test::tiny_gpt(false, 9);
+    c.add_bias_linear = false;
+    c.moe.num_experts = 4;
+    change(c);
+    try {
+      c.finalize();
+      ADD_FAILURE() << "accepted; expected a message with '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused([](ModelConfig& c) { c.moe.router.topk = 5; }, "--moe-router-topk 5");
+  refused([](ModelConfig& c) { c.add_bias_linear = true; }, "--disable-bias-linear");
+  refused([](ModelConfig& c) { c.moe.expert_model_parallel_size = 3; }, "--num-experts 4 is not divisible by --expert-model-parallel-size 3");
+  refused([](ModelConfig& c) { c.moe.router.topk = 1; }, "--moe-router-pre-softmax");
+  refused([](ModelConfig& c) { c.moe.router.num_groups = 3; c.moe.router.group_topk = 1; }, "--moe-router-num-groups 3");
+  refused([](ModelConfig& c) { c.moe.capacity.pad_to_capacity = true; }, "--moe-expert-capacity-factor");
+  refused([](ModelConfig& c) { c.moe.layer_freq = "[1,0,1]"; }, "lists 3 layers");
+  refused([](ModelConfig& c) { c.moe.layer_freq = "two"; }, "--moe-layer-freq");
+  refused([](ModelConfig& c) { c.moe.expert_bias = true; }, "sigmoid");
+  refused([](ModelConfig& c) { c.tensor_model_parallel_size = 2; }, "--sequence-parallel");
+}
+
+}  // namespace
+}  // namespace mt
