@@ -222,6 +222,15 @@ std::string ModelConfig::summary() const {
     << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions")
     << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied")
     << ", " << dtype_name(params_dtype);
+  if (moe.enabled()) {
+    int64_t layers = 0;
+    for (int64_t i = 0; i < num_layers; ++i) layers += mlp_kind(i) == MlpKind::moe;
+    s << ", MoE in " << layers << " of " << num_layers << " layers: " << moe.num_experts << " experts (ffn "
+      << moe.ffn_hidden_size << "), top-" << moe.router.topk
+      << (moe.router.score_function == MoeScoreFunction::sigmoid ? " sigmoid" : " softmax");
+    if (moe.shared_expert_intermediate_size > 0) s << ", shared expert " << moe.shared_expert_intermediate_size;
+    if (moe.capacity.capacity_factor) s << ", capacity factor " << *moe.capacity.capacity_factor;
+  }
   return s.str();
 }
 

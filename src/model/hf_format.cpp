@@ -126,6 +126,9 @@ ModelConfig llama_from_hf(const nlohmann::json& j, const std::string& path) {
 }  // namespace
 
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
+  MT_CHECK(!c.moe.enabled()) << "a mixture-of-experts model (--num-experts " << c.moe.num_experts
+                             << ") has no Hugging Face counterpart here yet: export and import support dense "
+                                "GPT2LMHeadModel and LlamaForCausalLM models";
   if (c.normalization == Normalization::layernorm && c.position_embedding_type == PositionEmbedding::learned_absolute &&
       c.activation != Activation::swiglu) {
     MT_CHECK(c.add_bias_linear) << "GPT2LMHeadModel has biases in every linear layer; this model was trained with "

@@ -5,8 +5,12 @@
 
 namespace mt {
 
+namespace {
+nlohmann::json moe_signature(const MoeConfig& m);
+}  // namespace
+
 nlohmann::json model_signature(const ModelConfig& c) {
-  return {{"num_layers", c.num_layers},
+  nlohmann::json j = {{"num_layers", c.num_layers},
           {"hidden_size", c.hidden_size},
           {"ffn_hidden_size", c.ffn_hidden_size},
           {"num_attention_heads", c.num_attention_heads},
@@ -19,12 +23,66 @@ nlohmann::json model_signature(const ModelConfig& c) {
           {"add_bias_linear", c.add_bias_linear},
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
           {"vocab_size", c.vocab_size}};
+  if (c.moe.enabled()) j["moe"] = moe_signature(c.moe);
+  return j;
 }
+
+namespace {
+
+// An MoE model's tensors: which layers hold experts, how many, and their widths (absent when dense,
+// so dense checkpoints read as before).
+nlohmann::json moe_signature(const MoeConfig& m) {
+  return {{"num_experts", m.num_experts},
+          {"layer_is_moe", m.layer_is_moe},
+          {"ffn_hidden_size", m.ffn_hidden_size},
+          {"shared_expert_intermediate_size", m.shared_expert_intermediate_size}};
+}
+
+// ... and what routes tokens without changing the tensors.
+nlohmann::json moe_routing(const MoeConfig& m) {
+  const MoeRouterOptions& r = m.router;
+  nlohmann::json j = {{"topk", r.topk},
+                      {"score_function", static_cast<int>(r.score_function)},
+                      {"pre_softmax", r.pre_softmax},
+                      {"num_groups", r.num_groups},
+                      {"group_topk", r.group_topk},
+                      {"scaling_factor", r.scaling_factor},
+                      {"router_fp32", m.router_fp32},
+                      {"pad_to_capacity", m.capacity.pad_to_capacity},
+                      {"drop_policy", static_cast<int>(m.capacity.drop_policy)}};
+  if (m.capacity.capacity_factor) j["capacity_factor"] = *m.capacity.capacity_factor;
+  return j;
+}
+
+void apply_moe_record(const nlohmann::json& j, const nlohmann::json* routing, MoeConfig& m) {
+  m.num_experts = j.at("num_experts").get<int64_t>();
+  std::string freq = "[";
+  for (const int moe : j.at("layer_is_moe").get<std::vector<int>>()) freq += (freq.size() > 1 ? "," : "") + std::to_string(moe);
+  m.layer_freq = freq + "]";
+  m.ffn_hidden_size = j.at("ffn_hidden_size").get<int64_t>();
+  m.shared_expert_intermediate_size = j.at("shared_expert_intermediate_size").get<int64_t>();
+  if (routing == nullptr) return;
+  const nlohmann::json& r = *routing;
+  m.router.topk = r.at("topk").get<int64_t>();
+  m.router.score_function = static_cast<MoeScoreFunction>(r.at("score_function").get<int>());
+  m.router.pre_softmax = r.at("pre_softmax").get<bool>();
+  m.router.num_groups = r.at("num_groups").get<int64_t>();
+  m.router.group_topk = r.at("group_topk").get<int64_t>();
+  m.router.scaling_factor = r.at("scaling_factor").get<float>();
+  m.router_fp32 = r.at("router_fp32").get<bool>();
+  m.capacity.pad_to_capacity = r.at("pad_to_capacity").get<bool>();
+  m.capacity.drop_policy = static_cast<MoeDropPolicy>(r.at("drop_policy").get<int>());
+  m.capacity.capacity_factor.reset();
+  if (r.contains("capacity_factor")) m.capacity.capacity_factor = r.at("capacity_factor").get<double>();
+}
+
+}  // namespace
 
 nlohmann::json model_record(const ModelConfig& c) {
   nlohmann::json r = model_signature(c);
   r["norm_epsilon"] = c.norm_epsilon;
   r["rotary_base"] = c.rotary_base;
+  if (c.moe.enabled()) r["moe_routing"] = moe_routing(c.moe);
   return r;
 }
 
@@ -59,6 +117,11 @@ void apply_model_record(const nlohmann::json& m, const std::string& where, Model
     c.vocab_size = m.at("vocab_size").get<int64_t>();
     if (m.contains("norm_epsilon")) c.norm_epsilon = m.at("norm_epsilon").get<float>();
     if (m.contains("rotary_base")) c.rotary_base = m.at("rotary_base").get<double>();
+    if (m.contains("moe"))
+      apply_moe_record(m.at("moe"), m.contains("moe_routing") ? &m.at("moe_routing") : nullptr,
+                       c.moe);  // the rest of c.moe (losses, dispatcher, ...) stays the command line's
+    else
+      c.moe.num_experts = 0;
   } catch (const nlohmann::json::exception& e) {
     MT_FAIL() << where << ": its model section is incomplete: " << e.what();
   }

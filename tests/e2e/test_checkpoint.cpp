@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "ckpt/checkpoint_dir.h"
 #include "testing.h"
+#include "train/checkpoint_args.h"
 #include "train/trainer.h"
 
 namespace mt {
@@ -159,6 +160,37 @@ TEST(Checkpoint, BadCheckpointsAreClearErrors) {
   strict.checkpoint.exit_on_missing_checkpoint = true;
   Trainer t(small_model(), strict);
   test::expect_error_mentioning([&] { t.load_checkpoint(empty.path()); }, "--exit-on-missing-checkpoint");
+}
+
+// An MoE model resumes exactly too (its router, experts and shared expert are parameters like
+// any other), and its checkpoint records the expert layout and the routing for
+// --use-checkpoint-args.
+TEST(Checkpoint, MoeResumeIsBitExactAndRecordsTheRouting) {
+  test::TempDir dir;
+  ModelConfig m = small_model(DType::bf16);
+  m.add_bias_linear = false;
+  m.moe.num_experts = 4;
+  m.moe.layer_freq = "[0,1]";
+  m.moe.ffn_hidden_size = 48;
+  m.moe.shared_expert_intermediate_size = 32;
+  m.moe.router.topk = 2;
+  m.moe.capacity.capacity_factor = 1.5;
+  m.moe.capacity.drop_policy = MoeDropPolicy::position;
+  m.moe.aux_loss_coeff = 1e-2;
+  m.moe.z_loss_coeff = 1e-3;
+  TrainConfig run = short_run(dir.path());
+  run.loss_scale.bf16 = true;
+  expect_exact_resume(m, run, dir.path());
+  ModelConfig read = small_model();
+  apply_checkpoint_args(dir.path(), 5, read);
+  read.finalize();
+  EXPECT_EQ(read.moe.num_experts, 4);
+  EXPECT_EQ(read.mlp_kind(0), MlpKind::dense);
+  EXPECT_EQ(read.mlp_kind(1), MlpKind::moe);
+  EXPECT_EQ(read.moe.ffn_hidden_size, 48);
+  EXPECT_EQ(read.moe.shared_expert_intermediate_size, 32);
+  EXPECT_EQ(read.moe.capacity.capacity_factor.value_or(0.0), 1.5);
+  EXPECT_EQ(read.moe.capacity.drop_policy, MoeDropPolicy::position);
 }
 
 // `megatron train --load DIR --use-checkpoint-args`: the architecture comes from the checkpoint

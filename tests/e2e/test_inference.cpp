@@ -37,6 +37,16 @@ ModelConfig llama_style() {
   return m;
 }
 
+// Mixtral-like: every MLP a dropless top-2 mixture of experts, and a shared expert.
+ModelConfig moe_style() {
+  ModelConfig m = llama_style();
+  m.moe.num_experts = 4;
+  m.moe.router.topk = 2;
+  m.moe.ffn_hidden_size = 48;
+  m.moe.shared_expert_intermediate_size = 32;
+  return m;
+}
+
 // The logits of every position of `tokens` from the training model's forward (no cache).
 std::vector<float> full_forward_logits(ModelConfig c, const std::vector<int32_t>& tokens, uint64_t seed) {
   c.seq_length = static_cast<int64_t>(tokens.size());
@@ -130,7 +140,7 @@ TEST_P(EngineCase, GreedyWithTheCacheEqualsRecomputingThePrefix) {
   EXPECT_EQ(cached, recomputed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Inference, EngineCase, ::testing::Values(&gpt2_style, &llama_style));
+INSTANTIATE_TEST_SUITE_P(Inference, EngineCase, ::testing::Values(&gpt2_style, &llama_style, &moe_style));
 
 // Five requests through two slots and steps of 8 tokens (prompts prefilled in pieces, requests
 // joining as others finish) give each request what it gets alone.
