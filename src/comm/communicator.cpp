@@ -43,6 +43,29 @@ void check_gather_args(const TensorView& whole, const TensorView& part, int size
       << op << ": input and output overlap" << (in_place_rank >= 0 ? " (other than as this rank's part)" : "");
 }
 
+void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                           std::span<const int64_t> send_counts, int size, const char* op) {
+  MT_CHECK(out.device == Device::cpu && in.device == Device::cpu) << op << ": host tensors only";
+  MT_CHECK(out.dtype == in.dtype) << op << ": dtypes differ: out " << out.str() << " vs in " << in.str();
+  auto check_side = [&](std::span<const int64_t> counts, const TensorView& t, const char* side, const char* name) {
+    MT_CHECK(counts.size() == static_cast<size_t>(size))
+        << op << ": " << counts.size() << " " << side << " counts for a group of " << size << " ranks";
+    int64_t total = 0;
+    for (size_t r = 0; r < counts.size(); ++r) {
+      MT_CHECK(counts[r] >= 0) << op << ": " << side << " count for rank " << r << " is " << counts[r];
+      total += counts[r];
+    }
+    MT_CHECK(total == t.numel()) << op << ": the " << side << " counts sum to " << total << " elements but " << name
+                                 << " " << t.str() << " holds " << t.numel();
+  };
+  check_side(send_counts, in, "send", "in");
+  check_side(recv_counts, out, "receive", "out");
+  const auto* o = static_cast<const char*>(out.data);
+  const auto* i = static_cast<const char*>(in.data);
+  MT_CHECK(out.bytes() == 0 || in.bytes() == 0 || i + in.bytes() <= o || o + out.bytes() <= i)
+      << op << ": in " << in.str() << " and out " << out.str() << " overlap";
+}
+
 void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op) {
   MT_CHECK(t.device == Device::cpu) << op << " (peer " << peer << ", tag " << tag << ", " << t.str()
                                     << "): host tensors only (this communicator has no device path)";
@@ -86,6 +109,11 @@ class SelfCommunicator final : public Communicator {
     MT_CHECK(root == 0) << "broadcast: root " << root << " is not a rank of a size-1 communicator";
   }
   void barrier() override {}
+  void all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                    std::span<const int64_t> send_counts) override {
+    check_all_to_all_args(out, recv_counts, in, send_counts, 1, "all_to_all_v");
+    if (in.bytes() > 0) std::memcpy(out.data, in.data, in.bytes());
+  }
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {
     all_reduce(t, op);
     return std::make_unique<DoneRequest>();

@@ -5,7 +5,9 @@
 // mpi_communicator.h; a counting wrapper for tests.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <span>
 
 #include "tensor/tensor.h"
 
@@ -45,6 +47,15 @@ class Communicator {
   virtual void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) = 0;
   virtual void broadcast(const TensorView& t, int root) = 0;
   virtual void barrier() = 0;
+  // Personalised exchange with per-rank counts (MPI_Alltoallv; the MoE alltoall dispatcher): rank r
+  // gets the send_counts[r] elements of `in` that follow those of ranks < r (chunks contiguous in rank
+  // order), and `out` holds what each rank sent here, recv_counts[q] elements from rank q, in rank
+  // order. Counts are elements of the tensors' dtype (any dtype: bytes move); both lists have size()
+  // entries, in.numel() == Σ send_counts, out.numel() == Σ recv_counts, and in and out do not overlap.
+  // A pair's counts must agree (recv_counts[q] here == send_counts[rank()] on q): exchange them first.
+  // MPI reports a chunk larger than its receive count as an error but may not notice a smaller one.
+  virtual void all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                            std::span<const int64_t> send_counts) = 0;
 
   virtual std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) = 0;
   virtual std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) = 0;
@@ -90,6 +101,10 @@ void divide_in_place(const TensorView& t, int divisor);
 // in_place_rank >= 0: part may be exactly whole's in_place_rank-th part (all_gather in place).
 void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op,
                        int in_place_rank = -1);
+// all_to_all_v's rules: host tensors of one dtype that do not overlap, `size` non-negative counts per
+// side summing to the tensors' element counts.
+void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                           std::span<const int64_t> send_counts, int size, const char* op);
 // part is exactly whole's rank-th part (same memory).
 bool is_part(const TensorView& whole, const TensorView& part, int rank);
 // Point-to-point rules: host tensor, peer in [0, size), tag in [0, max_tag]; the message names op, peer,

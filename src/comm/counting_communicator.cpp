@@ -8,13 +8,14 @@ double CommTotals::sent_bytes(int size) const {
   const double others = size > 1 ? static_cast<double>(size - 1) / size : 0.0;
   return 2.0 * others * static_cast<double>(all_reduce.bytes) +
          others * static_cast<double>(all_gather.bytes + reduce_scatter.bytes + broadcast.bytes) +
-         static_cast<double>(send.bytes);
+         static_cast<double>(send.bytes + all_to_all_v.bytes);
 }
 
 CommTotals CommTotals::operator-(const CommTotals& e) const {
   auto minus = [](Kind a, Kind b) { return Kind{a.calls - b.calls, a.bytes - b.bytes}; };
   return {minus(all_reduce, e.all_reduce), minus(all_gather, e.all_gather), minus(reduce_scatter, e.reduce_scatter),
-          minus(broadcast, e.broadcast),   minus(send, e.send),             minus(recv, e.recv)};
+          minus(broadcast, e.broadcast),   minus(send, e.send),             minus(recv, e.recv),
+          minus(all_to_all_v, e.all_to_all_v)};
 }
 
 void CountingCommunicator::count(CommTotals::Kind& kind, const char* name, size_t bytes) {
@@ -38,6 +39,16 @@ void CountingCommunicator::reduce_scatter(const TensorView& out, const TensorVie
 void CountingCommunicator::broadcast(const TensorView& t, int root) {
   count(totals_.broadcast, "broadcast", t.bytes());
   inner_.broadcast(t, root);
+}
+void CountingCommunicator::all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts,
+                                        const TensorView& in, std::span<const int64_t> send_counts) {
+  // Checked first: the bytes below read send_counts[rank()].
+  check_all_to_all_args(out, recv_counts, in, send_counts, size(), "all_to_all_v");
+  int64_t to_others = 0;
+  for (int r = 0; r < size(); ++r)
+    if (r != rank()) to_others += send_counts[r];
+  count(totals_.all_to_all_v, "all_to_all_v", static_cast<size_t>(to_others) * dtype_size(in.dtype));
+  inner_.all_to_all_v(out, recv_counts, in, send_counts);
 }
 std::unique_ptr<CommRequest> CountingCommunicator::all_reduce_async(const TensorView& t, ReduceOp op) {
   count(totals_.all_reduce, "all_reduce", t.bytes());

@@ -12,8 +12,11 @@
 namespace mt {
 
 struct CollectiveRecord {
-  std::string kind;  // "all_reduce", "all_gather", "reduce_scatter", "broadcast", "send", "recv"
-  size_t bytes = 0;  // all_reduce/broadcast/send/recv: the tensor; all_gather: the output; reduce_scatter: the input
+  // "all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all_v", "send", "recv"
+  std::string kind;
+  // all_reduce/broadcast/send/recv: the tensor; all_gather: the output; reduce_scatter: the input;
+  // all_to_all_v: what this rank sends to the other ranks (its chunk to itself stays in memory).
+  size_t bytes = 0;
 };
 
 // Calls and bytes (as in CollectiveRecord) of each kind.
@@ -21,12 +24,14 @@ struct CommTotals {
   struct Kind {
     size_t calls = 0, bytes = 0;
   };
-  Kind all_reduce, all_gather, reduce_scatter, broadcast, send, recv;
+  Kind all_reduce, all_gather, reduce_scatter, broadcast, send, recv, all_to_all_v;
 
   // Bytes this rank puts on the wire over a group of `size` ranks with ring algorithms (the
   // convention of NCCL's bus bandwidth): an all-reduce of N bytes sends 2(size-1)/size·N, an
   // all-gather or reduce-scatter of N bytes (the whole) (size-1)/size·N, a send N; a broadcast
-  // counts (size-1)/size·N (pipelined ring). Receives send nothing.
+  // counts (size-1)/size·N (pipelined ring). Receives send nothing. An all_to_all_v counts what it
+  // recorded: the bytes sent to the other ranks, which is (size-1)/size of the whole when the counts
+  // are even, as for an all-gather.
   double sent_bytes(int size) const;
   CommTotals operator-(const CommTotals& earlier) const;
 };
@@ -54,6 +59,8 @@ class CountingCommunicator final : public Communicator {
   void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override;
   void broadcast(const TensorView& t, int root) override;
   void barrier() override { inner_.barrier(); }
+  void all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                    std::span<const int64_t> send_counts) override;
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override;
   std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override;
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in, ReduceOp op) override;

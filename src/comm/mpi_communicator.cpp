@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "comm/loopback.h"
 
@@ -152,6 +153,33 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Bcast(t.data, byte_count(t, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
+                    std::span<const int64_t> send_counts) override {
+    const char* op = "all_to_all_v";
+    check_all_to_all_args(out, recv_counts, in, send_counts, size_, op);
+    // Counts and displacements are int: count in elements (a contiguous type of the element size)
+    // so a call may move up to 2^31 - 1 elements per side, not bytes.
+    MT_CHECK(in.numel() <= INT32_MAX && out.numel() <= INT32_MAX)
+        << op << ": one call moves at most 2^31 - 1 elements per side, got in " << in.str() << " and out "
+        << out.str() << "; split it";
+    std::vector<int> counts(4 * static_cast<size_t>(size_));
+    int* sendc = counts.data();
+    int* sdispl = sendc + size_;
+    int* recvc = sdispl + size_;
+    int* rdispl = recvc + size_;
+    for (int r = 0, s = 0, d = 0; r < size_; s += sendc[r], d += recvc[r], ++r) {
+      sendc[r] = static_cast<int>(send_counts[r]);
+      recvc[r] = static_cast<int>(recv_counts[r]);
+      sdispl[r] = s;
+      rdispl[r] = d;
+    }
+    MPI_Datatype element = MPI_DATATYPE_NULL;
+    check(MPI_Type_contiguous(static_cast<int>(dtype_size(in.dtype)), MPI_BYTE, &element), "MPI_Type_contiguous");
+    check(MPI_Type_commit(&element), "MPI_Type_commit");
+    const int rc = MPI_Alltoallv(in.data, sendc, sdispl, element, out.data, recvc, rdispl, element, comm_);
+    MPI_Type_free(&element);
+    check(rc, "MPI_Alltoallv");
+  }
 
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {
     check_reduce_args(t, "all_reduce_async", op);

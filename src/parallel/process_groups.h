@@ -1,6 +1,6 @@
 // Owns ProcessGroups: this rank's communicators by role, split from the world communicator along
 // ParallelGrid's groups (Megatron's parallel_state.initialize_model_parallel). Only the roles in
-// use so far are built; the others follow with the features that need them.
+// use so far are built (dense and expert); the others follow with the features that need them.
 #pragma once
 
 #include <array>
@@ -20,6 +20,11 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> pp;              // pipeline: activations and their gradients
   // The first and last pipeline stage (tied embedding gradients); a middle stage's is itself alone.
   std::unique_ptr<Communicator> embedding;
+  // The expert layers' groups (the grid's expert rank generator: tp := etp, dp := expert_dp).
+  std::unique_ptr<Communicator> ep;         // expert parallel: the alltoall dispatcher's exchange
+  std::unique_ptr<Communicator> etp;        // expert tensor parallel: one expert's weight shards
+  std::unique_ptr<Communicator> etp_ep;     // etp × ep: the allgather dispatcher's gathers
+  std::unique_ptr<Communicator> expert_dp;  // expert data parallel: the expert gradient all-reduce
 };
 
 // Collective over `world`: every rank must call it with the same config (world_size is taken

@@ -1,11 +1,13 @@
 // The MPI communicator against values every rank can compute itself: blocking and non-blocking
-// all-reduce (sum, max), all-gather, reduce-scatter, broadcast, split into sub-groups, and the
+// all-reduce (sum, max), all-gather, reduce-scatter, broadcast, all-to-all with uneven counts
+// (and its count in the counting wrapper), split into sub-groups, and the
 // point-to-point messages of the pipeline (ring exchange, tag matching, every dtype, 1F1B's order,
 // loopback to self, wrong sizes).
 #include <climits>
 #include <string>
 #include <vector>
 
+#include "comm/counting_communicator.h"
 #include "parallel_testing.h"
 
 namespace mt::test {
@@ -129,6 +131,65 @@ TEST(Comm, BadArgumentsAreClearErrors) {
   HostTensor u(DType::u8, {4});
   EXPECT_THROW(w.all_reduce(u.view(), ReduceOp::sum), Error);
   EXPECT_THROW(w.broadcast(a.view(), w.size()), Error);
+}
+
+// all_to_all_v with uneven counts, zeros among them (a rank sends nothing to some ranks, and to itself
+// at times), for a 4-byte and a 1-byte dtype; the counting wrapper records what went to other ranks.
+int64_t a2a_count(int from, int to) { return (from * 3 + to * 5 + 1) % 4 * (from + 1); }
+float a2a_value(int from, int to, int64_t i) { return static_cast<float>(from * 1000 + to * 100) + static_cast<float>(i); }
+
+TEST(Comm, AllToAllVMovesUnevenChunksInRankOrder) {
+  Communicator& w = world();
+  const int n = w.size(), r = w.rank();
+  std::vector<int64_t> send(n), recv(n);
+  int64_t send_total = 0, recv_total = 0, empty_chunks = 0;
+  for (int q = 0; q < n; ++q) {
+    send[q] = a2a_count(r, q), recv[q] = a2a_count(q, r);
+    send_total += send[q], recv_total += recv[q];
+    for (int p = 0; p < n; ++p) empty_chunks += a2a_count(p, q) == 0;
+  }
+  EXPECT_GT(empty_chunks, 0) << "the pattern must send some empty chunks";
+  HostTensor in(DType::f32, {send_total}), out(DType::f32, {recv_total});
+  HostTensor in_u8(DType::u8, {send_total}), out_u8(DType::u8, {recv_total});
+  for (int q = 0, at = 0; q < n; ++q)
+    for (int64_t i = 0; i < send[q]; ++i, ++at) {
+      in.f32()[at] = a2a_value(r, q, i);
+      in_u8.u8()[at] = static_cast<uint8_t>(a2a_value(r, q, i));
+    }
+  CountingCommunicator counting(w);
+  counting.all_to_all_v(out.view(), recv, in.view(), send);
+  w.all_to_all_v(out_u8.view(), recv, in_u8.view(), send);
+  int64_t wrong = 0, wrong_u8 = 0;
+  for (int q = 0, at = 0; q < n; ++q)
+    for (int64_t i = 0; i < recv[q]; ++i, ++at) {
+      wrong += out.f32()[at] != a2a_value(q, r, i);
+      wrong_u8 += out_u8.u8()[at] != static_cast<uint8_t>(a2a_value(q, r, i));
+    }
+  EXPECT_EQ(wrong, 0) << "f32 elements out of place";
+  EXPECT_EQ(wrong_u8, 0) << "u8 elements out of place";
+  ASSERT_EQ(counting.records().size(), 1u);
+  EXPECT_EQ(counting.records()[0].kind, "all_to_all_v");
+  EXPECT_EQ(counting.totals().all_to_all_v.bytes, static_cast<size_t>(send_total - send[r]) * 4);
+  EXPECT_DOUBLE_EQ(counting.totals().sent_bytes(n), static_cast<double>((send_total - send[r]) * 4));
+}
+
+TEST(Comm, AllToAllVArgumentsAreCheckedBeforeCommunicating) {
+  Communicator& w = world();
+  const int n = w.size();
+  std::vector<int64_t> ones(n, 1), short_list(n - 1, 1);
+  HostTensor a(DType::f32, {n}), b(DType::f32, {n}), c(DType::f32, {n + 1}), i(DType::i32, {n});
+  expect_error_mentioning([&] { w.all_to_all_v(c.view(), ones, a.view(), ones); },
+                          "the receive counts sum to " + std::to_string(n) + " elements but out f32[" +
+                              std::to_string(n + 1) + "]");
+  expect_error_mentioning([&] { w.all_to_all_v(b.view(), ones, c.view(), ones); }, "the send counts sum to");
+  expect_error_mentioning([&] { w.all_to_all_v(b.view(), ones, a.view(), short_list); },
+                          std::to_string(n - 1) + " send counts for a group of " + std::to_string(n));
+  expect_error_mentioning([&] { w.all_to_all_v(i.view(), ones, a.view(), ones); }, "dtypes differ");
+  expect_error_mentioning([&] { w.all_to_all_v(a.view(), ones, a.view(), ones); }, "overlap");
+  std::vector<int64_t> negative = ones;
+  negative[0] = -1, negative[n - 1] += 1;
+  expect_error_mentioning([&] { w.all_to_all_v(b.view(), ones, a.view(), negative); }, "send count for rank 0 is -1");
+  w.all_to_all_v(b.view(), ones, a.view(), ones);  // every rank is still in step
 }
 
 // Element i of the message `from` sends with `tag`: every (sender, tag, element) differs, exactly in f32.

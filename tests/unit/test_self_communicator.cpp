@@ -1,6 +1,7 @@
 // The size-1 communicator's point-to-point messages (the loopback every communicator uses for
 // messages to self): copies matched by tag in send order, receives posted before their send, errors
-// instead of hangs, size and argument checks; and the counting wrapper's send/recv records.
+// instead of hangs, size and argument checks; all_to_all_v as a checked copy; and the counting
+// wrapper's send/recv and all_to_all_v records.
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -141,6 +142,28 @@ TEST(SelfCommunicator, DestroyedPendingReceiveIsCancelled) {
   c->send(m.view(), 0, 9);
   c->recv(got.view(), 0, 9);
   expect_filled(got, 6.0f, "after the cancelled receive");
+}
+
+TEST(SelfCommunicator, AllToAllVIsACheckedCopy) {
+  std::unique_ptr<Communicator> c = make_self_communicator();
+  HostTensor in = filled(6, 4.0f), out(DType::f32, {6}), seven(DType::f32, {7});
+  const std::vector<int64_t> six{6}, halves{3, 3}, zero{0};
+  c->all_to_all_v(out.view(), six, in.view(), six);
+  expect_filled(out, 4.0f, "all_to_all_v");
+  HostTensor none(DType::f32, {0}), none2(DType::f32, {0});
+  c->all_to_all_v(none.view(), zero, none2.view(), zero);
+  expect_error_mentioning([&] { c->all_to_all_v(seven.view(), six, in.view(), six); },
+                          "all_to_all_v: the receive counts sum to 6 elements but out f32[7] holds 7");
+  expect_error_mentioning([&] { c->all_to_all_v(out.view(), six, in.view(), halves); },
+                          "all_to_all_v: 2 send counts for a group of 1 ranks");
+  expect_error_mentioning([&] { c->all_to_all_v(in.view(), six, in.view(), six); }, "overlap");
+  // The counting wrapper records the bytes sent to other ranks: none here.
+  CountingCommunicator counting(*c);
+  counting.all_to_all_v(out.view(), six, in.view(), six);
+  ASSERT_EQ(counting.records().size(), 1u);
+  EXPECT_EQ(counting.records()[0].kind, "all_to_all_v");
+  EXPECT_EQ(counting.totals().all_to_all_v.calls, 1u);
+  EXPECT_EQ(counting.totals().all_to_all_v.bytes, 0u);
 }
 
 TEST(CountingCommunicator, RecordsSendsAndReceivesWithTheirBytes) {
