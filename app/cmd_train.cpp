@@ -166,7 +166,8 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
         (model.sequence_parallel && g.grid.tp() > 1 ? " (sequence parallel)" : "") + " x pipeline parallel " +
         std::to_string(g.grid.pp()) + " x data parallel " + std::to_string(g.grid.dp()));
   int64_t parameters = 0;
-  for (int c = 0; c < trainer.chunks(); ++c) parameters += trainer.model(c).params().numel();
+  for (int c = 0; c < trainer.chunks(); ++c)
+    for (ParamStore* store : trainer.model(c).param_stores()) parameters += store->numel();
   print("parameters on this rank: " + std::to_string(parameters));
   if (options.flag("--log-memory")) print_activation_ledger(trainer, print);
   if (!train.checkpoint.load.empty()) {

@@ -45,7 +45,7 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
 }
 
 void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t slots, int64_t positions) {
-  const int tp = world ? world->size() : 1, rank = world ? world->rank() : 0;
+  const int tp = world ? world->size() : 1;
   EngineOptions options;
   options.max_sequence_length = o.has("--inference-max-seq-length") ? o.integer("--inference-max-seq-length")
                                 : positions > 0 ? std::min(positions, model.max_position_embeddings)
@@ -64,7 +64,7 @@ void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t 
   options.activation_dtype = activation_dtype;
   options.tp_comm = tp > 1 ? world : nullptr;
   engine = std::make_unique<InferenceEngine>(model, cpu_backend(), &memory, options);
-  checkpoint->read_weights(engine->params().params(), tp, rank);
+  checkpoint->read_weights(engine->params().params());
 }
 
 }  // namespace mt

@@ -77,6 +77,8 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
       << "a sequence of " << max_len_ << " tokens is longer than the model's " << config_.max_position_embeddings
       << " positions (--max-position-embeddings)";
   config_.sequence_parallel = false;  // one step's rows are not split along a sequence
+  // Every rank routes all of a step's rows through whole experts (no token dispatch).
+  config_.moe.expert_model_parallel_size = config_.moe.expert_tensor_parallel_size = 1;
   ModelConfig weights = config_;
   weights.params_dtype = DType::f32;
   const int tp_rank = options.tp_comm ? options.tp_comm->rank() : 0;

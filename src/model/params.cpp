@@ -1,7 +1,6 @@
 #include "model/params.h"
 
 #include <cmath>
-#include <tuple>
 
 #include "base/rng.h"
 
@@ -41,19 +40,18 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
     add(prefix + ".weight", {out, in}, init, columns);
     if (c.add_bias_linear) add(prefix + ".bias", {out}, InitKind::zeros, whole);
   };
-  // An MoE block: the router and the routed experts are whole on every tensor-parallel rank
-  // (expert tensor parallelism 1), each rank routing its own sequence shard, so their gradients
-  // are partial sums over the tp group, as the norms' are. Experts are stacked [E, out, in]: entry
-  // e is Megatron's experts.linear_fc1.weight{e}. The shared expert is a dense MLP without biases.
+  // An MoE block: the router is whole on every tensor-parallel rank, each rank routing its own
+  // sequence shard, so its gradient is a partial sum over the tp group, as the norms' are. The
+  // routed experts are stacked [E, out, in] (entry e is Megatron's experts.linear_fc1.weight{e}),
+  // split over the expert groups (ShardRanks). The shared expert is a dense MLP without biases.
   auto add_moe = [&](const std::string& p) {
     const int64_t E = c.moe.num_experts, gated = c.activation == Activation::swiglu ? 2 : 1;
-    for (auto [name, shape, init] : {std::tuple{"router.weight", Shape{E, h}, InitKind::normal},
-                                     std::tuple{"experts.linear_fc1.weight", Shape{E, c.moe_fc1_size(), h}, InitKind::normal},
-                                     std::tuple{"experts.linear_fc2.weight", Shape{E, h, c.moe.ffn_hidden_size},
-                                                InitKind::scaled_normal}}) {
-      add(p + name, shape, init);
-      specs.back().sequence_parallel = c.sequence_parallel;
-    }
+    add(p + "router.weight", {E, h}, InitKind::normal);
+    specs.back().sequence_parallel = c.sequence_parallel;
+    add(p + "experts.linear_fc1.weight", {E, c.moe_fc1_size(), h}, InitKind::normal, {1, gated});
+    specs.back().expert = true;
+    add(p + "experts.linear_fc2.weight", {E, h, c.moe.ffn_hidden_size}, InitKind::scaled_normal, {2, 1});
+    specs.back().expert = true;
     const int64_t shared = c.moe.shared_expert_intermediate_size;
     if (shared == 0) return;
     add(p + "shared_experts.linear_fc1.weight", {gated * shared, h}, InitKind::normal, {0, gated});
@@ -100,14 +98,56 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
 ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank)
     : ParamStore(config, StageRange::whole(config), backend, tracker, tp_rank) {}
 
+ShardRanks::Split ShardRanks::of(const ParamSpec& spec) const {
+  if (!spec.expert) return {spec.shard, tp, tp_rank};
+  if (ep == 1) return {spec.shard, etp, etp_rank};
+  MT_CHECK(etp == 1) << "experts split over both --expert-model-parallel-size " << ep
+                     << " and --expert-tensor-parallel-size " << etp << " are not supported yet";
+  return {ShardSpec{0, 1}, ep, ep_rank};
+}
+
+ShardRanks shard_sizes(const ModelConfig& c) {
+  ShardRanks r;
+  r.tp = static_cast<int>(c.tensor_model_parallel_size);
+  if (c.moe.enabled()) {
+    r.ep = static_cast<int>(c.moe.expert_model_parallel_size);
+    r.etp = static_cast<int>(c.moe.expert_tensor_parallel_size);
+  }
+  return r;
+}
+
+DdpConfig expert_ddp(const ModelConfig& c, const DdpConfig& dense) {
+  const ShardRanks r = shard_sizes(c);
+  DdpConfig ddp = dense;
+  const int64_t ranks = static_cast<int64_t>(dense.data_parallel_size) * r.tp;
+  MT_CHECK(ranks % (r.ep * r.etp) == 0) << "data-parallel size " << dense.data_parallel_size << " x tensor-parallel "
+                                        << r.tp << " is not divisible by expert-parallel " << r.ep
+                                        << " x expert tensor-parallel " << r.etp;
+  ddp.data_parallel_size = static_cast<int>(ranks / (r.ep * r.etp));
+  return ddp;
+}
+
+std::vector<ParamSpec> param_subset(const std::vector<ParamSpec>& specs, ParamSet set) {
+  std::vector<ParamSpec> subset;
+  for (const ParamSpec& s : specs)
+    if (set == ParamSet::all || s.expert == (set == ParamSet::experts)) subset.push_back(s);
+  return subset;
+}
+
 ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker,
                        int tp_rank, const DdpConfig& ddp)
-    : config_(config), range_(range), backend_(backend), tp_rank_(tp_rank) {
+    : ParamStore(config, range, backend, tracker,
+                 ShardRanks{static_cast<int>(config.tensor_model_parallel_size), tp_rank}, ddp, ParamSet::all) {}
+
+ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker,
+                       const ShardRanks& ranks, const DdpConfig& ddp, ParamSet set)
+    : config_(config), range_(range), backend_(backend), ranks_(ranks) {
   const int t = static_cast<int>(config_.tensor_model_parallel_size);
-  MT_CHECK(tp_rank >= 0 && tp_rank < t) << "tensor-parallel rank " << tp_rank << " out of [0, " << t << ")";
+  MT_CHECK(ranks.tp == t && ranks.tp_rank >= 0 && ranks.tp_rank < t)
+      << "tensor-parallel rank " << ranks.tp_rank << " of " << ranks.tp << " for --tensor-model-parallel-size " << t;
   range_.validate(config_);
-  const std::vector<ParamSpec> specs = param_specs(config_, range_);
-  layout_ = param_buffer_layout(config_, specs, ddp);
+  const std::vector<ParamSpec> specs = param_subset(param_specs(config_, range_), set);
+  layout_ = param_buffer_layout(specs, ddp, ranks);
   // One value buffer and one gradient buffer, each parameter at its layout offset in both (the
   // padding Megatron's layout leaves between them stays zero).
   const auto buffer = [&](DType dtype, MemCategory category, std::unique_ptr<Arena>& arena) {
@@ -123,12 +163,13 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
   grad_buffer_ = buffer(DType::f32, MemCategory::grads, grad_arena_);
   for (size_t i = 0; i < specs.size(); ++i) {
     const ParamSpec& s = specs[i];
-    const Shape local = shard_shape(s.shape, s.shard, t);
+    const ShardRanks::Split split = ranks.of(s);
+    const Shape local = split.local(s.shape);
     const BufferRange at = layout_.params[i];
     params_.push_back({s.name, values.rows(at.start, at.numel()).reshape(local),
-                       grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape, s.shard,
-                       s.sequence_parallel && t > 1, s.shared_embedding, s.shared_embedding && !range.embedding,
-                       at.start});
+                       grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape,
+                       split.shard, split.size, split.rank, s.sequence_parallel && t > 1, s.shared_embedding,
+                       s.shared_embedding && !range.embedding, at.start, s.expert});
   }
   // Parameters are registered embedding, layer by layer, head: find where each group starts.
   size_t index = 0;
@@ -152,12 +193,11 @@ void ParamStore::init(uint64_t seed) {
     const RngStream rng{seed, stream_id(p.name)};
     const double std = p.init == InitKind::scaled_normal ? scaled_sigma : sigma;
     const auto n = static_cast<int64_t>(host.size());
-    const int t = static_cast<int>(config_.tensor_model_parallel_size);
     // Each value is a pure function of (seed, name, whole-tensor index), so threads may draw in
-    // any order and every tensor-parallel layout starts from the same weights.
+    // any order and every parallel layout starts from the same weights.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const auto index = static_cast<uint64_t>(shard_global_index(p.full_shape, p.shard, t, tp_rank_, i));
+      const auto index = static_cast<uint64_t>(shard_global_index(p.full_shape, p.shard, p.shard_size, p.shard_rank, i));
       switch (p.init) {
         case InitKind::normal:
         case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(index)); break;
@@ -209,10 +249,9 @@ int64_t ParamStore::numel() const {
   return n;
 }
 
-DdpBufferLayout param_buffer_layout(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp) {
-  const int t = static_cast<int>(c.tensor_model_parallel_size);
+DdpBufferLayout param_buffer_layout(const std::vector<ParamSpec>& specs, const DdpConfig& ddp, const ShardRanks& ranks) {
   std::vector<LayoutParam> sizes;
-  for (const ParamSpec& s : specs) sizes.push_back({shard_shape(s.shape, s.shard, t).numel(), s.shared_embedding});
+  for (const ParamSpec& s : specs) sizes.push_back({ranks.of(s).local(s.shape).numel(), s.shared_embedding});
   return ddp_buffer_layout(sizes, ddp);
 }
 
@@ -246,12 +285,11 @@ GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
   return t;
 }
 
-GptTensors param_shapes(const ModelConfig& c, const StageRange& range) {
-  const int t = static_cast<int>(c.tensor_model_parallel_size);
+GptTensors param_shapes(const ModelConfig& c, const StageRange& range, const ShardRanks& ranks) {
   Arena measuring(MemCategory::weights);
   std::vector<std::pair<std::string, TensorView>> views;
   for (const ParamSpec& s : param_specs(c, range))
-    views.emplace_back(s.name, measuring.alloc(c.params_dtype, shard_shape(s.shape, s.shard, t)));
+    views.emplace_back(s.name, measuring.alloc(c.params_dtype, ranks.of(s).local(s.shape)));
   return gpt_tensors(c, range, [&](const std::string& name) {
     for (const auto& [n, v] : views)
       if (n == name) return v;

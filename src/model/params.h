@@ -27,9 +27,32 @@ struct ParamSpec {
   std::string name;
   Shape shape;  // whole
   InitKind init;
-  ShardSpec shard;
+  ShardSpec shard;  // over tp; for expert weights see ShardRanks::of
   bool sequence_parallel = false;
   bool shared_embedding = false;
+  // A routed expert's weight [E, out, in]: split over the expert-parallel ranks (experts) or the
+  // expert tensor-parallel ranks (its ShardSpec), its gradient reduced over expert-dp.
+  bool expert = false;
+};
+
+// Which of a stage's parameters a ParamStore holds: all of them, the dense ones (gradients reduced
+// over dp) or the routed experts' weights (reduced over expert-dp).
+enum class ParamSet { all, dense, experts };
+
+// This rank's place in the groups parameters are split over. A tensor is split over one group at
+// most: dense tensors over tp by their ShardSpec; expert weights over ep along the experts, or
+// (one expert-parallel rank) over etp by their ShardSpec (fc1's rows, fc2's columns).
+struct ShardRanks {
+  int tp = 1, tp_rank = 0;
+  int ep = 1, ep_rank = 0;
+  int etp = 1, etp_rank = 0;
+  // The split a parameter of `spec` gets here: the ShardSpec, the group size and this rank in it.
+  struct Split {
+    ShardSpec shard;
+    int size = 1, rank = 0;
+    Shape local(const Shape& whole) const { return shard_shape(whole, shard, size); }
+  };
+  Split of(const ParamSpec& spec) const;
 };
 
 // Whether parameter `name` has a row per (padded) vocabulary entry: the word embedding and the
@@ -41,9 +64,19 @@ inline bool is_vocabulary_param(const std::string& name) {
 // The parameters of `range` in registration order (embedding, layers, head).
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range);
 
-// Where these parameters (this tensor-parallel rank's shards) lie in the stage's value and
-// gradient buffers under `ddp` (param_layout.h): what ParamStore allocates, and what plan/ counts.
-DdpBufferLayout param_buffer_layout(const ModelConfig& c, const std::vector<ParamSpec>& specs, const DdpConfig& ddp);
+// The group sizes of c's layout (ranks 0): enough for every shape.
+ShardRanks shard_sizes(const ModelConfig& c);
+// The expert weights' DDP settings: dense's over expert-dp, which holds dp·tp/(ep·etp) ranks
+// (Megatron's expert grid: tp·dp = etp·ep·expert_dp).
+DdpConfig expert_ddp(const ModelConfig& c, const DdpConfig& dense);
+
+// The specs of `set` among `specs`.
+std::vector<ParamSpec> param_subset(const std::vector<ParamSpec>& specs, ParamSet set);
+
+// Where these parameters (this rank's shards; their sizes depend only on the group sizes of
+// `ranks`) lie in the stage's value and gradient buffers under `ddp` (param_layout.h): what
+// ParamStore allocates, and what plan/ counts.
+DdpBufferLayout param_buffer_layout(const std::vector<ParamSpec>& specs, const DdpConfig& ddp, const ShardRanks& ranks);
 
 struct Param {
   std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
@@ -52,7 +85,8 @@ struct Param {
   InitKind init = InitKind::normal;
   bool weight_decay = true;  // Megatron excludes biases and 1-D (norm) parameters from decay
   Shape full_shape;          // the whole tensor; value/grad hold this rank's shard of it
-  ShardSpec shard;           // how it is split over the tensor-parallel group
+  ShardSpec shard;           // how it is split over shard_size ranks, this one shard_rank
+  int shard_size = 1, shard_rank = 0;  // the tensor-parallel group (dense) or ep / etp (experts)
   // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
   // the gradient is a partial sum until it is all-reduced over the tp group.
   bool sequence_parallel = false;
@@ -66,13 +100,14 @@ struct Param {
   // Element offset of value and gradient in the store's buffers (ParamStore::layout()); the
   // optimizer lays its state out at the same offsets. -1: not in a store (made by hand).
   int64_t buffer_offset = -1;
+  bool expert = false;  // a routed expert's weight (ParamSpec::expert)
 };
 
-// Whether this tensor-parallel rank's copy of p is the one counted once (gradient norm,
-// checkpoint): its own shard, or tp rank 0's copy of a tensor every tp rank holds whole
+// Whether this rank's copy of p is the one counted once in its group (gradient norm,
+// checkpoint): its own shard, or rank 0's copy of a tensor every rank of the group holds whole
 // (Megatron's param_is_not_tensor_parallel_duplicate); never the last stage's copy of a tied
 // embedding (param_is_not_shared).
-inline bool is_counted_copy(const Param& p, int tp_rank) { return !p.shared && (p.shard.sharded() || tp_rank == 0); }
+inline bool is_counted_copy(const Param& p) { return !p.shared && (p.shard.sharded() || p.shard_rank == 0); }
 
 // Views of a stage's tensors by role (all values, or all gradients); shapes are this
 // tensor-parallel rank's shards ([out/t, in] column-parallel, [out, in/t] row-parallel). Empty
@@ -92,7 +127,7 @@ GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
                        const std::function<TensorView(const std::string&)>& find);
 // The same with shapes (this tensor-parallel rank's shards) and dtype but no memory: what the
 // stage's staging buffers are sized from before any parameter exists.
-GptTensors param_shapes(const ModelConfig& c, const StageRange& range);
+GptTensors param_shapes(const ModelConfig& c, const StageRange& range, const ShardRanks& ranks);
 
 class ParamStore {
  public:
@@ -102,6 +137,9 @@ class ParamStore {
   ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank = 0);
   ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker, int tp_rank = 0,
              const DdpConfig& ddp = {});
+  // The parameters of `set` only, split as `ranks` says.
+  ParamStore(const ModelConfig& config, StageRange range, Backend& backend, MemoryTracker* tracker,
+             const ShardRanks& ranks, const DdpConfig& ddp, ParamSet set);
 
   // Megatron's init for every parameter (layout-invariant: keyed by name and global index).
   void init(uint64_t seed);
@@ -138,7 +176,7 @@ class ParamStore {
   const ModelConfig config_;
   const StageRange range_;
   Backend& backend_;
-  int tp_rank_ = 0;
+  ShardRanks ranks_;
   std::vector<Param> params_;
   DdpBufferLayout layout_;
   std::vector<size_t> layer_begin_;  // index of each layer's first parameter, then the head's

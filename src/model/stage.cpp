@@ -1,6 +1,7 @@
 #include "model/stage.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "ops/attention.h"
@@ -30,13 +31,33 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
       << config.tensor_model_parallel_size;
   shape_ = {s_, b_, tp_.sp() ? tp_.size() : 1};
   const int threads = options.threads > 0 ? options.threads : backend.max_threads();
-  params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, tp_.rank(), options.ddp);
+  ShardRanks ranks = shard_sizes(config_);
+  ranks.tp_rank = tp_.rank();
+  for (auto [comm, size, rank] : {std::tuple{options.ep_comm, &ranks.ep, &ranks.ep_rank},
+                                  std::tuple{options.etp_comm, &ranks.etp, &ranks.etp_rank}}) {
+    MT_CHECK((comm ? comm->size() : 1) == *size)
+        << "the expert group has " << (comm ? comm->size() : 1) << " ranks but the config says " << *size;
+    *rank = comm ? comm->rank() : 0;
+  }
+  const bool experts = config_.mlp_kinds(range_.first_layer, range_.last_layer).moe;
+  params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, ranks, options.ddp,
+                                         experts ? ParamSet::dense : ParamSet::all);
+  if (experts)
+    expert_params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, ranks,
+                                                  expert_ddp(config_, options.ddp), ParamSet::experts);
+  for (const bool grads : {false, true})
+    (grads ? grads_ : values_) = gpt_tensors(config_, range_, [&](const std::string& name) {
+      for (ParamStore* store : param_stores())
+        for (const Param& p : store->params())
+          if (p.name == name) return grads ? p.grad : p.value;
+      return TensorView();
+    });
   // Carve once on measuring arenas to learn the exact sizes, then for real.
   const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
   const StageBufferBytes bytes = measure_stage_buffers(geometry);
   activations_ = std::make_unique<Arena>(backend, MemCategory::activations, bytes.activations_reserved, tracker);
   workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes.workspace_reserved, tracker);
-  carve_stage_buffers(geometry, params_->values(), *activations_, *workspace_, buf_);
+  carve_stage_buffers(geometry, values_, *activations_, *workspace_, buf_);
   activations_->zero_used();
   workspace_->zero_used();
   if (!buf_.rope_cos.empty()) rope_tables(buf_.rope_cos, buf_.rope_sin, config_.rotary_base);
@@ -46,6 +67,23 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
     if (config_.mlp_kind(i) == MlpKind::moe)
       moe_stats_[static_cast<size_t>(local(i))].tokens_per_expert.resize(static_cast<size_t>(config_.moe.num_experts));
   host_labels_.resize(static_cast<size_t>(s_ * b_));
+}
+
+std::vector<ParamStore*> Stage::param_stores() {
+  std::vector<ParamStore*> stores{params_.get()};
+  if (expert_params_) stores.push_back(expert_params_.get());
+  return stores;
+}
+
+Param& Stage::param(const std::string& name) {
+  if (expert_params_)
+    for (Param& p : expert_params_->params())
+      if (p.name == name) return p;
+  return params_->get(name);
+}
+
+void Stage::zero_grads() {
+  for (ParamStore* store : param_stores()) store->zero_grads();
 }
 
 void Stage::reset_moe_stats() {
@@ -81,7 +119,7 @@ TensorView Stage::as_f32(const TensorView& t, const TensorView& staging) {
 }
 
 LayerWeights Stage::layer_weights_f32(int64_t layer) {
-  LayerWeights w = params_->values().layers[local(layer)];
+  LayerWeights w = values_.layers[local(layer)];
   if (!mixed()) return w;
   LayerWeights out;
   const auto src = w.all();
@@ -104,22 +142,22 @@ LayerActivations Stage::layer_activations_f32(const LayerActivations& saved, boo
 }
 
 EmbeddingWeights Stage::embedding_weights_f32() {
-  const GptTensors& w = params_->values();
+  const GptTensors& w = values_;
   return {as_f32(w.word_embeddings, buf_.vocab_w32), as_f32(w.position_embeddings, buf_.pos_w32)};
 }
 
 HeadWeights Stage::head_weights_f32() {
-  const GptTensors& w = params_->values();
+  const GptTensors& w = values_;
   return {final_norm_f32(), as_f32(w.output_weight, buf_.vocab_w32)};
 }
 
 HeadWeights Stage::head_grads() const {
-  const GptTensors& g = params_->grads();
+  const GptTensors& g = grads_;
   return {{g.final_norm_weight, g.final_norm_bias}, g.output_weight};
 }
 
 NormWeights Stage::final_norm_f32() {
-  const GptTensors& w = params_->values();
+  const GptTensors& w = values_;
   return {as_f32(w.final_norm_weight, buf_.final_w32), as_f32(w.final_norm_bias, buf_.final_b32)};
 }
 
@@ -287,7 +325,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
   StageSlot& slot = slot_at(slot_index, op);
   MT_CHECK(slot.busy) << op << ": slot " << slot_index << " has no training forward (one with a nonzero grad_scale) "
                       << "waiting for its backward";
-  const GptTensors& g = params_->grads();
+  const GptTensors& g = grads_;
   const int64_t first = range_.first_layer, last = range_.last_layer;
   if (range_.head) {
     MT_CHECK(output_grad.empty()) << op << ": the last stage's loss ends the graph; it takes no output gradient";

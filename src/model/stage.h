@@ -36,7 +36,13 @@ struct StageOptions {
   // The tensor-parallel group (size config.tensor_model_parallel_size); its sequence_parallel
   // flag is taken from the config. Every rank of the group runs the same micro-batch.
   Communicator* tp_comm = nullptr;
-  DdpConfig ddp;  // how the parameter and gradient buffers are laid out (param_layout.h)
+  // The expert groups (ranks 0 of 1 when null); their sizes must be the config's
+  // --expert-model-parallel-size and --expert-tensor-parallel-size.
+  Communicator* ep_comm = nullptr;
+  Communicator* etp_comm = nullptr;
+  // How the parameter and gradient buffers are laid out (param_layout.h): the dense parameters'
+  // over dp; an MoE model's expert weights sit in a buffer of their own over expert-dp.
+  DdpConfig ddp;
 };
 
 // What a forward returns: the output hidden states (a stage without the head) or the loss sums
@@ -85,7 +91,15 @@ class Stage {
   using ParamsNeeded = std::function<void(ParamStore::IndexRange)>;
   void on_params_needed(ParamsNeeded callback) { params_needed_ = std::move(callback); }
 
+  // The dense parameters (all of them for a dense model), and the routed experts' weights (null
+  // without MoE layers), in buffers of their own.
   ParamStore& params() { return *params_; }
+  ParamStore* expert_params() { return expert_params_.get(); }
+  // Both stores, dense first.
+  std::vector<ParamStore*> param_stores();
+  // The parameter of that name in either store (mt::Error when neither has it).
+  Param& param(const std::string& name);
+  void zero_grads();
   const ModelConfig& config() const { return config_; }
   const StageRange& range() const { return range_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
@@ -152,7 +166,8 @@ class Stage {
   Backend& backend_;
   uint64_t seed_ = 1234;
   int64_t s_ = 0, b_ = 0;
-  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<ParamStore> params_, expert_params_;
+  GptTensors values_, grads_;  // views by role over both stores
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   StageBuffers buf_;  // every buffer of both arenas (stage_buffers.h)

@@ -132,7 +132,7 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
 StageBufferBytes measure_stage_buffers(const StageGeometry& g) {
   Arena activations(MemCategory::activations), workspace(MemCategory::workspace);
   StageBuffers buffers;
-  carve_stage_buffers(g, param_shapes(g.config, g.range), activations, workspace, buffers);
+  carve_stage_buffers(g, param_shapes(g.config, g.range, shard_sizes(g.config)), activations, workspace, buffers);
   return {activations.requested(), workspace.requested(), activations.used(), workspace.used()};
 }
 

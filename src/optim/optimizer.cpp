@@ -19,10 +19,10 @@ double norm_over(double local_sum, Communicator* model_parallel) {
 
 }  // namespace
 
-double grad_norm(const std::vector<Param>& params, Communicator* model_parallel, int tp_rank) {
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
   double sum = 0.0;
   for (const Param& p : params)
-    if (is_counted_copy(p, tp_rank)) sum += sum_squares(p.grad);
+    if (is_counted_copy(p)) sum += sum_squares(p.grad);
   return norm_over(sum, model_parallel);
 }
 
@@ -39,8 +39,7 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 }
 
 AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
-             Communicator* model_parallel, int tp_rank)
-    : model_parallel_(model_parallel), tp_rank_(tp_rank) {
+             Communicator* model_parallel) {
   // Which elements this rank updates, and where their state lies (chunk after chunk): whole
   // parameters at their gradient-buffer offsets (parameters in no buffer after those, one after
   // another), so a slice of the gradient buffer is the same slice of the state; or under the
@@ -49,6 +48,7 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
   struct Place {
     const Param* param;
     int64_t begin, end, state;
+    size_t norm;
   };
   std::vector<Place> places;
   bool any_16bit = false;
@@ -57,10 +57,14 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
     const DistributedShard& shard = chunk.shard;
     for (const Param& p : params) any_16bit = any_16bit || p.value.dtype != DType::f32;
     const int64_t base = state_numel_;
-    if (shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1) {
-      MT_CHECK(data_parallel_ == nullptr || data_parallel_ == shard.dp)
-          << "the distributed optimizer's chunks must share one data-parallel group";
-      data_parallel_ = shard.dp;
+    const bool distributed = shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1;
+    const NormGroup group{distributed ? shard.dp : nullptr, chunk.norm_group ? chunk.norm_group : model_parallel};
+    size_t norm = 0;
+    while (norm < norm_groups_.size() &&
+           (norm_groups_[norm].dp != group.dp || norm_groups_[norm].model != group.model))
+      ++norm;
+    if (norm == norm_groups_.size()) norm_groups_.push_back(group);
+    if (distributed) {
       MT_CHECK(shard.layout->params.size() == params.size())
           << "the distributed optimizer's layout has " << shard.layout->params.size() << " parameters, the model "
           << params.size();
@@ -69,7 +73,9 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
         for (int i : bucket.params) {
           const BufferRange at = shard.layout->params[static_cast<size_t>(i)];
           const int64_t lo = std::max(at.start, mine.start), hi = std::min(at.end, mine.end);
-          if (lo < hi) places.push_back({&params[static_cast<size_t>(i)], lo - at.start, hi - at.start, state_numel_ + lo - mine.start});
+          if (lo < hi)
+            places.push_back({&params[static_cast<size_t>(i)], lo - at.start, hi - at.start,
+                              state_numel_ + lo - mine.start, norm});
         }
         state_numel_ += mine.numel();
       }
@@ -78,7 +84,7 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
       for (const Param& p : params)
         if (p.buffer_offset >= 0) end = std::max(end, base + p.buffer_offset + p.value.numel());
       for (const Param& p : params) {
-        places.push_back({&p, 0, p.value.numel(), p.buffer_offset >= 0 ? base + p.buffer_offset : end});
+        places.push_back({&p, 0, p.value.numel(), p.buffer_offset >= 0 ? base + p.buffer_offset : end, norm});
         if (p.buffer_offset < 0) end += p.value.numel();
       }
       state_numel_ = end;
@@ -94,6 +100,7 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
       s.param = at.param;
       s.begin = at.begin;
       s.end = at.end;
+      s.norm = at.norm;
       s.m = m.rows(at.state, n);
       s.v = v.rows(at.state, n);
       if (at.param->value.dtype != DType::f32) s.main = main.rows(at.state, n);
@@ -128,17 +135,26 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   StepResult result;
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
+  norm_group_of_.clear();
   for (const Segment& s : segments_)
-    if (is_counted_copy(*s.param, tp_rank_)) norm_grads_.push_back(grad_of(s));
+    if (is_counted_copy(*s.param)) {
+      norm_grads_.push_back(grad_of(s));
+      norm_group_of_.push_back(s.norm);
+    }
   norm_sums_.resize(norm_grads_.size());
   const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);
   unscaled_sum_squares_multi(norm_grads_, unscale, norm_scratch_, norm_sums_);
-  double sum = 0.0;  // in parameter order, as grad_norm adds them
-  for (double s : norm_sums_) sum += s;
-  // Under the distributed optimizer each dp rank holds the sums of its shards only.
-  if (data_parallel_) sum = sum_over(data_parallel_, sum);
-  result.grad_norm = norm_over(sum, model_parallel_);
+  group_sums_.assign(norm_groups_.size(), 0.0);  // in parameter order, as grad_norm adds them
+  for (size_t i = 0; i < norm_sums_.size(); ++i) group_sums_[norm_group_of_[i]] += norm_sums_[i];
+  double sum = 0.0;
+  for (size_t g = 0; g < norm_groups_.size(); ++g) {
+    // Under the distributed optimizer each dp rank holds the sums of its shards only.
+    double group = sum_over(norm_groups_[g].dp, group_sums_[g]);
+    group = sum_over(norm_groups_[g].model, group);
+    sum += group;
+  }
+  result.grad_norm = std::sqrt(sum);
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
     return result;

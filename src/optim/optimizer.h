@@ -26,10 +26,10 @@ struct OptimizerConfig {
 };
 
 // L2 norm of all gradients of the model, each parameter counted once: sums of squares in
-// double, over this rank's shards and, for parameters every tensor-parallel rank holds whole, on
-// tp rank 0 only (tp_rank: this rank's place in its tp group); then summed over `model_parallel`
-// (the tp-pp group; null: this rank alone).
-double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr, int tp_rank = 0);
+// double, over this rank's shards and, for parameters every rank of their group holds whole, on
+// its rank 0 only (is_counted_copy); then summed over `model_parallel` (the tp-pp group; null:
+// this rank alone).
+double grad_norm(const std::vector<Param>& params, Communicator* model_parallel = nullptr);
 
 // Megatron's clip coefficient: min(1, clip_grad / (norm + 1e-6)), or 1 when clip_grad <= 0.
 double clip_coefficient(double norm, double clip_grad);
@@ -46,10 +46,14 @@ struct DistributedShard {
   Communicator* dp = nullptr;
 };
 
-// One ParamStore's parameters (a model chunk's) and how they are sharded.
+// One ParamStore's parameters (a model chunk's dense parameters, or its experts') and how they
+// are sharded; their squared gradient norm is summed over shard.dp (distributed optimizer) and
+// then over norm_group: the AdamW's model_parallel group when null (dense parameters), the
+// etp × ep × pp group for experts (whose copies repeat only over expert-dp).
 struct OptimizedParams {
   std::vector<Param>* params = nullptr;
   DistributedShard shard;
+  Communicator* norm_group = nullptr;
 };
 
 class AdamW {
@@ -57,12 +61,12 @@ class AdamW {
   // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
   // rank (see grad_norm).
   AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
-        int tp_rank = 0, const DistributedShard& shard = {})
-      : AdamW(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel, tp_rank) {}
-  // Several chunks' parameters (interleaved pipeline stages) under one step and one gradient norm;
-  // their state lies in one arena, chunk after chunk.
+        const DistributedShard& shard = {})
+      : AdamW(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel) {}
+  // Several chunks' parameters (interleaved pipeline stages, expert weights) under one step and
+  // one gradient norm; their state lies in one arena, chunk after chunk.
   AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
-        Communicator* model_parallel = nullptr, int tp_rank = 0);
+        Communicator* model_parallel = nullptr);
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
@@ -84,6 +88,7 @@ class AdamW {
     const Param* param = nullptr;  // into a ParamStore's params(), which never grows after construction
     int64_t begin = 0, end = 0;
     TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
+    size_t norm = 0;        // its NormGroup
   };
   // This rank's state, piece by piece (checkpoints save and restore it in place).
   const std::vector<Segment>& segments() const { return segments_; }
@@ -97,9 +102,13 @@ class AdamW {
   TensorView grad_of(const Segment& s) const;
   TensorView value_of(const Segment& s) const;
 
-  Communicator* model_parallel_ = nullptr;
-  Communicator* data_parallel_ = nullptr;  // the distributed optimizer's group
-  int tp_rank_ = 0;
+  // Where partial sums of the squared norm go: the distributed optimizer's group (or null), then
+  // the group the parameters differ over. Chunks with the same pair share one.
+  struct NormGroup {
+    Communicator* dp = nullptr;
+    Communicator* model = nullptr;
+  };
+  std::vector<NormGroup> norm_groups_;
   std::unique_ptr<Arena> state_;
   int64_t state_numel_ = 0;
   std::vector<Segment> segments_;
@@ -107,7 +116,8 @@ class AdamW {
   // Reused by every step (sized by the first): the multi-tensor launches' argument lists and the
   // norm's per-chunk partial sums.
   std::vector<TensorView> norm_grads_;
-  std::vector<double> norm_sums_, norm_scratch_;
+  std::vector<double> norm_sums_, norm_scratch_, group_sums_;
+  std::vector<size_t> norm_group_of_;  // per entry of norm_grads_
   std::vector<AdamWTensor> update_;
 };
 

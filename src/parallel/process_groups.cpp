@@ -24,7 +24,7 @@ std::unique_ptr<Communicator> split_by_role(Communicator& world, const ParallelG
 ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
   config.world_size = world.size();
   ProcessGroups g{ParallelGrid(config), &world, nullptr, nullptr, nullptr, nullptr, nullptr,
-                  nullptr, nullptr, nullptr, nullptr};
+                  nullptr, nullptr, nullptr, nullptr, nullptr};
   g.tp = split_by_role(world, g.grid, GridRole::tp);
   g.dp = split_by_role(world, g.grid, GridRole::dp);
   g.model_parallel = split_by_role(world, g.grid, GridRole::model_parallel);
@@ -34,6 +34,7 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
   g.etp = split_by_role(world, g.grid, GridRole::etp);
   g.etp_ep = split_by_role(world, g.grid, GridRole::etp_ep);
   g.expert_dp = split_by_role(world, g.grid, GridRole::expert_dp);
+  g.expert_model_parallel = split_by_role(world, g.grid, GridRole::etp_ep_pp);
   return g;
 }
 

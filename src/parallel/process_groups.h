@@ -25,6 +25,7 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> etp;        // expert tensor parallel: one expert's weight shards
   std::unique_ptr<Communicator> etp_ep;     // etp × ep: the allgather dispatcher's gathers
   std::unique_ptr<Communicator> expert_dp;  // expert data parallel: the expert gradient all-reduce
+  std::unique_ptr<Communicator> expert_model_parallel;  // etp × ep × pp: the experts' gradient norm
 };
 
 // Collective over `world`: every rank must call it with the same config (world_size is taken

@@ -10,6 +10,7 @@
 #include "plan/comm_volume.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "model/blocks/moe.h"
 #include "model/params.h"
@@ -186,29 +187,33 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
   const ModelConfig& c = layout.model;
   const DdpConfig& ddp = layout.ddp;
   const int t = static_cast<int>(c.tensor_model_parallel_size);
-  const std::vector<ParamSpec> specs = param_specs(c, range);
+  const std::vector<ParamSpec> all = param_specs(c, range);
+  const std::vector<ParamSpec> specs = param_subset(all, ParamSet::dense), experts = param_subset(all, ParamSet::experts);
   // Parameters computed on s/t tokens under sp (the norms, an MoE layer's router and experts: every
   // tp rank holds them whole) have partial gradients: each is all-reduced over tp (f32), one call
   // per parameter.
   if (t > 1)
     for (const ParamSpec& s : specs)
       if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel gradients", all_reduce, 1,
-                                         4 * shard_shape(s.shape, s.shard, t).numel());
+                                         4 * shard_sizes(c).of(s).local(s.shape).numel());
   // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
   // distributed optimizer reduce-scattered (the whole bucket in). The same calls with or without
   // --overlap-grad-reduce; only their timing differs.
-  const DdpBufferLayout buffer = param_buffer_layout(c, specs, ddp);
-  const bool distributed = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
-  if (ddp.data_parallel_size > 1)
-    for (const DdpBucket& b : buffer.buckets)
-      terms.add(CommGroup::dp, "gradient buckets", distributed ? reduce_scatter : all_reduce, 1, 4 * b.range.numel());
+  // An MoE model's expert weights likewise over expert-dp, in their own buffer.
+  for (const auto& [group, subset, settings] :
+       {std::tuple{CommGroup::dp, &specs, ddp}, std::tuple{CommGroup::expert_dp, &experts, expert_ddp(c, ddp)}}) {
+    if (subset->empty() || settings.data_parallel_size <= 1) continue;
+    const bool distributed = settings.use_distributed_optimizer;
+    for (const DdpBucket& b : param_buffer_layout(*subset, settings, shard_sizes(c)).buckets)
+      terms.add(group, "gradient buckets", distributed ? reduce_scatter : all_reduce, 1, 4 * b.range.numel());
+  }
   // The tied word embedding's two copies (first and last pipeline stage): their f32 gradients
   // summed over the embedding group after the dp reduction.
   if (embedding_group)
     for (const ParamSpec& s : specs)
       if (s.shared_embedding)
         terms.add(CommGroup::embedding, "tied embedding gradients", all_reduce, 1,
-                  4 * shard_shape(s.shape, s.shard, t).numel());
+                  4 * shard_sizes(c).of(s).local(s.shape).numel());
 }
 
 // After the optimizer step the distributed optimizer all-gathers every bucket of one chunk's
@@ -217,10 +222,14 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
 // data-dependent term.
 void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
   const ModelConfig& c = layout.model;
-  if (!layout.ddp.use_distributed_optimizer || layout.ddp.data_parallel_size <= 1) return;
-  for (const DdpBucket& b : param_buffer_layout(c, param_specs(c, range), layout.ddp).buckets)
-    terms.add(CommGroup::dp, "parameter gather", all_gather, 1,
-              b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)));
+  const std::vector<ParamSpec> all = param_specs(c, range);
+  for (const auto& [group, set, settings] : {std::tuple{CommGroup::dp, ParamSet::dense, layout.ddp},
+                                              std::tuple{CommGroup::expert_dp, ParamSet::experts, expert_ddp(c, layout.ddp)}}) {
+    const std::vector<ParamSpec> subset = param_subset(all, set);
+    if (subset.empty() || !settings.use_distributed_optimizer || settings.data_parallel_size <= 1) continue;
+    for (const DdpBucket& b : param_buffer_layout(subset, settings, shard_sizes(c)).buckets)
+      terms.add(group, "parameter gather", all_gather, 1, b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)));
+  }
 }
 
 // The pipeline's messages (pipeline/executor.cpp): every send and receive of the rank's action
@@ -249,6 +258,7 @@ const char* comm_group_name(CommGroup group) {
     case CommGroup::pp: return "pp";
     case CommGroup::embedding: return "embedding";
     case CommGroup::dp: return "dp";
+    case CommGroup::expert_dp: return "expert-dp";
   }
   return "?";
 }
@@ -272,7 +282,8 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     StepComm step;
     step.pp_rank = r;
     const bool embedding_group = pp > 1 && (r == 0 || r == pp - 1);  // else a group of one: no traffic
-    step.group_sizes = {t, pp, embedding_group ? 2 : 1, dp};
+    const int expert_dp = c.moe.enabled() ? expert_ddp(c, layout.ddp).data_parallel_size : 1;
+    step.group_sizes = {t, pp, embedding_group ? 2 : 1, dp, expert_dp};
     Terms terms;
     // forward_backward (train/trainer.cpp): --calculate-per-token-loss first sums the token
     // count over dp (one f64).
@@ -300,6 +311,11 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     // (one f64) over dp first. Its sum over the model-parallel group (found_inf follows from the
     // norm) runs over a group the Trainer does not count.
     if (layout.ddp.use_distributed_optimizer && dp > 1) terms.add(CommGroup::dp, "gradient norm", all_reduce, 1, 8);
+    const bool expert_chunks = std::any_of(ranges.begin(), ranges.end(), [&](const StageRange& r) {
+      return c.mlp_kinds(r.first_layer, r.last_layer).moe;
+    });
+    if (layout.ddp.use_distributed_optimizer && expert_dp > 1 && expert_chunks)
+      terms.add(CommGroup::expert_dp, "gradient norm", all_reduce, 1, 8);
     for (const StageRange& range : ranges) parameter_gather_chunk(terms, layout, range);
     step.terms = terms.take();
     ranks.push_back(std::move(step));

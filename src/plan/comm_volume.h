@@ -22,10 +22,11 @@
 namespace mt {
 
 // The groups the Trainer counts (IterationStats' bytes): tp, the pipeline's point-to-point
-// messages and loss sums, the tied embedding's (first and last pipeline stage), dp.
-enum class CommGroup { tp, pp, embedding, dp };
-inline constexpr std::array<CommGroup, 4> kCommGroups = {CommGroup::tp, CommGroup::pp, CommGroup::embedding,
-                                                         CommGroup::dp};
+// messages and loss sums, the tied embedding's (first and last pipeline stage), dp, and an MoE
+// model's expert-dp (its experts' gradients).
+enum class CommGroup { tp, pp, embedding, dp, expert_dp };
+inline constexpr std::array<CommGroup, 5> kCommGroups = {CommGroup::tp, CommGroup::pp, CommGroup::embedding,
+                                                         CommGroup::dp, CommGroup::expert_dp};
 const char* comm_group_name(CommGroup group);
 
 // One source of traffic, for the report: its group, what it moves, its calls and bytes (of every
@@ -38,7 +39,7 @@ struct CommTerm {
 
 struct StepComm {
   int pp_rank = 0;
-  std::array<int, 4> group_sizes{1, 1, 1, 1};  // ranks per group, by CommGroup
+  std::array<int, 5> group_sizes{1, 1, 1, 1, 1};  // ranks per group, by CommGroup
   std::vector<CommTerm> terms;                 // in the order the step first makes them
 
   int size(CommGroup group) const { return group_sizes[static_cast<size_t>(group)]; }

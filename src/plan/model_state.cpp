@@ -7,21 +7,28 @@
 namespace mt {
 
 ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range, const DdpConfig& ddp) {
-  const DdpBufferLayout layout = param_buffer_layout(c, param_specs(c, range), ddp);
+  // The dense parameters' buffer over dp, and (MoE) the experts' over expert-dp.
+  const std::vector<ParamSpec> specs = param_specs(c, range);
   ModelStateBytes b;
-  b.weights = layout.numel * static_cast<int64_t>(dtype_size(c.params_dtype));
-  b.grads = layout.numel * 4;
-  // AdamW keeps its state for this rank's shard of every bucket (the distributed optimizer over
-  // more than one rank) or for the whole buffer.
-  const bool sharded = ddp.use_distributed_optimizer && ddp.data_parallel_size > 1;
-  int64_t state = 0;  // up to the last parameter's end (no trailing padding) when not sharded
-  for (const BufferRange& p : layout.params) state = std::max(state, p.end);
-  if (sharded) {
-    state = layout.numel / ddp.data_parallel_size;  // every bucket divides by the data-parallel size
-    b.reduce_scatter = state * 4;
+  for (const ParamSet set : {ParamSet::dense, ParamSet::experts}) {
+    const DdpConfig group = set == ParamSet::dense ? ddp : expert_ddp(c, ddp);
+    const std::vector<ParamSpec> subset = param_subset(specs, set);
+    if (subset.empty()) continue;
+    const DdpBufferLayout layout = param_buffer_layout(subset, group, shard_sizes(c));
+    b.weights += layout.numel * static_cast<int64_t>(dtype_size(c.params_dtype));
+    b.grads += layout.numel * 4;
+    // AdamW keeps its state for this rank's shard of every bucket (the distributed optimizer over
+    // more than one rank) or for the whole buffer.
+    const bool sharded = group.use_distributed_optimizer && group.data_parallel_size > 1;
+    int64_t state = 0;  // up to the last parameter's end (no trailing padding) when not sharded
+    for (const BufferRange& p : layout.params) state = std::max(state, p.end);
+    if (sharded) {
+      state = layout.numel / group.data_parallel_size;  // every bucket divides by the data-parallel size
+      b.reduce_scatter += state * 4;
+    }
+    const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
+    b.optimizer += tensors * state * 4;
   }
-  const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
-  b.optimizer = tensors * state * 4;
   return b;
 }
 

@@ -34,15 +34,15 @@ void CheckpointReader::check_model(const ModelConfig& c) const {
         << (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") << ", this run's " << it.value().dump();
 }
 
-void CheckpointReader::read(const std::string& kind, const Param& p, int tp, int tp_rank, int64_t begin,
+void CheckpointReader::read(const std::string& kind, const Param& p, int64_t begin,
                             const TensorView& dst) {
   Shape shape;
   const std::vector<float>& whole = tensors_.whole(kind, p.name, p.full_shape, shape);
-  take_piece(whole, shape, p.full_shape, p.shard, tp, tp_rank, begin, dst, p.name);
+  take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, begin, dst, p.name);
 }
 
-void CheckpointReader::read_weights(const std::vector<Param>& params, int tp, int tp_rank) {
-  for (const Param& p : params) read("param", p, tp, tp_rank, 0, p.value.reshape({p.value.numel()}));
+void CheckpointReader::read_weights(const std::vector<Param>& params) {
+  for (const Param& p : params) read("param", p, 0, p.value.reshape({p.value.numel()}));
 }
 
 }  // namespace mt

@@ -26,11 +26,11 @@ class CheckpointReader {
   // mt::Error unless the checkpoint holds a model of c's architecture (checkpoint_args.h).
   void check_model(const ModelConfig& c) const;
   bool has(const std::string& kind, const std::string& name) { return tensors_.has(kind, name); }
-  // Elements [begin, begin + dst.numel()) of tensor-parallel rank tp_rank's shard (of tp) of
-  // p's `kind` ("param", "exp_avg", ...) into dst.
-  void read(const std::string& kind, const Param& p, int tp, int tp_rank, int64_t begin, const TensorView& dst);
+  // Elements [begin, begin + dst.numel()) of this rank's shard of p's `kind` ("param",
+  // "exp_avg", ...) into dst (p.shard over p.shard_size ranks, this one p.shard_rank).
+  void read(const std::string& kind, const Param& p, int64_t begin, const TensorView& dst);
   // Every parameter's values (its shard, p.value).
-  void read_weights(const std::vector<Param>& params, int tp, int tp_rank);
+  void read_weights(const std::vector<Param>& params);
   // The whole tensor kind/name in f32 (see CheckpointTensors::whole; valid until the next call).
   const std::vector<float>& whole(const std::string& kind, const std::string& name, const Shape& expected,
                                   Shape& shape) {

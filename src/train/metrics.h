@@ -35,8 +35,8 @@ struct IterationStats {
   float loss_scale = 1.0f;       // the loss scale after this iteration's update (as logged)
   double elapsed_ms = 0.0;       // wall time of this iteration's train step alone
   // Bytes this rank sent in the step over the tensor-parallel, pipeline (point-to-point messages
-  // and the tied embedding's all-reduce) and data-parallel groups, as ring algorithms send them
-  // (CommTotals::sent_bytes).
+  // and the tied embedding's all-reduce) and data-parallel groups (an MoE model's expert-dp
+  // included), as ring algorithms send them (CommTotals::sent_bytes).
   double tp_bytes_sent = 0.0, pp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
   MoeIterationMetrics moe;      // MoE models only
 };

@@ -75,6 +75,10 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   g.world_size = world_size;
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
   g.pp = train.pipeline.pp;
+  if (model.moe.enabled()) {
+    g.ep = static_cast<int>(model.moe.expert_model_parallel_size);
+    g.etp = static_cast<int>(model.moe.expert_tensor_parallel_size);  // 0: tp
+  }
   g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
   return g;
 }
@@ -129,6 +133,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                      config_.data_parallel_size) {
   tp_counter_ = counted(groups_.tp);
   dp_counter_ = counted(groups_.dp);
+  expert_dp_counter_ = counted(groups_.expert_dp);
   pp_counter_ = counted(groups_.pp);
   embedding_counter_ = counted(groups_.embedding);
   if (config_.eval_iters > 0) {
@@ -151,6 +156,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
 
   StageOptions stage_options;
   stage_options.tp_comm = groups_.tp.get();
+  stage_options.ep_comm = groups_.ep.get();
+  stage_options.etp_comm = groups_.etp.get();
   stage_options.threads = layout.threads;
   stage_options.ddp = layout.ddp;
   const DdpConfig& ddp = layout.ddp;
@@ -162,7 +169,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                                          StageRange{layers.first_layer, layers.last_layer, layers.embedding, layers.head},
                                          config_.micro_batch_size, backend, &memory_, stage_options);
     stage->set_seed(config_.seed);
-    stage->params().init(config_.seed);
+    for (ParamStore* store : stage->param_stores()) store->init(config_.seed);
     ParamStore& params = stage->params();
     optimized.push_back({&params.params(), {config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()}});
     auto sync = std::make_unique<DataParallelSync>(
@@ -170,10 +177,21 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     DataParallelSync* raw = sync.get();
     stage->on_grads_ready([raw](ParamStore::IndexRange r) { raw->grads_ready(r); });
     stage->on_params_needed([raw](ParamStore::IndexRange r) { raw->params_needed(r); });
-    chunks_.push_back(std::move(stage));
     dp_syncs_.push_back(std::move(sync));
+    // The experts' weights: reduced over expert-dp after the backward (not overlapped with it),
+    // their norm summed over etp × ep × pp.
+    if (ParamStore* experts = stage->expert_params()) {
+      optimized.push_back({&experts->params(),
+                           {config_.use_distributed_optimizer ? &experts->layout() : nullptr, groups_.expert_dp.get()},
+                           groups_.expert_model_parallel.get()});
+      DdpConfig expert = expert_ddp(model_config_, ddp);
+      expert.overlap_grad_reduce = expert.overlap_param_gather = false;
+      expert_syncs_.push_back(std::make_unique<DataParallelSync>(
+          *experts, GradSyncGroups{nullptr, groups_.expert_dp.get(), nullptr}, expert, backend, &memory_));
+    }
+    chunks_.push_back(std::move(stage));
   }
-  optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get(), groups_.tp->rank());
+  optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get());
   const int receives = pipeline.receive_buffers(pp_rank_);
   if (receives > 0) {
     const Shape message = chunks_.front()->hidden_shape();
@@ -191,12 +209,20 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
 }
 
+std::vector<DataParallelSync*> Trainer::all_syncs() const {
+  std::vector<DataParallelSync*> syncs;
+  for (const auto& sync : dp_syncs_) syncs.push_back(sync.get());
+  for (const auto& sync : expert_syncs_) syncs.push_back(sync.get());
+  return syncs;
+}
+
 CommTotals Trainer::comm_totals(CommGroup group) const {
   switch (group) {
     case CommGroup::tp: return tp_counter_->totals();
     case CommGroup::pp: return pp_counter_->totals();
     case CommGroup::embedding: return embedding_counter_->totals();
     case CommGroup::dp: return dp_counter_->totals();
+    case CommGroup::expert_dp: return expert_dp_counter_->totals();
   }
   MT_FAIL() << "no such communication group";
 }
@@ -232,7 +258,7 @@ ForwardBackwardResult Trainer::forward_backward() {
   const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
   for (auto& stage : chunks_) {
-    stage->params().zero_grads();
+    stage->zero_grads();
     stage->reset_moe_stats();
   }
   std::vector<MicroBatch> batches;
@@ -268,7 +294,7 @@ ForwardBackwardResult Trainer::forward_backward() {
     result.loss_sum += sums.loss_sum;
     result.num_tokens += sums.num_tokens;
   }
-  for (auto& sync : dp_syncs_) sync->reduce_grads();
+  for (DataParallelSync* sync : all_syncs()) sync->reduce_grads();
   const std::array<double, 2> global = global_sums({result.loss_sum, result.num_tokens});
   result.loss_sum = global[0];
   result.num_tokens = global[1];
@@ -278,7 +304,8 @@ ForwardBackwardResult Trainer::forward_backward() {
 IterationStats Trainer::train_step() {
   const auto start = Clock::now();
   const CommTotals tp_before = tp_counter_->totals(), pp_before = pp_counter_->totals(),
-                   embedding_before = embedding_counter_->totals(), dp_before = dp_counter_->totals();
+                   embedding_before = embedding_counter_->totals(), dp_before = dp_counter_->totals(),
+                   expert_dp_before = expert_dp_counter_->totals();
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
   IterationStats st;
@@ -291,7 +318,7 @@ IterationStats Trainer::train_step() {
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
   st.skipped = step.found_inf && scaler_.has_value();
   if (!step.found_inf)  // the distributed optimizer's updated shards
-    for (auto& sync : dp_syncs_) sync->gather_params();
+    for (DataParallelSync* sync : all_syncs()) sync->gather_params();
   if (scaler_) scaler_->update(step.found_inf);
   st.loss_scale = loss_scale();  // after the update, as Megatron logs it
   MT_CHECK(st.skipped || std::isfinite(step.grad_norm))
@@ -315,7 +342,8 @@ IterationStats Trainer::train_step() {
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
   st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
-  st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size());
+  st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size()) +
+                     (expert_dp_counter_->totals() - expert_dp_before).sent_bytes(expert_dp_counter_->size());
   st.elapsed_ms = ms_since(start);
   return st;
 }
@@ -432,7 +460,7 @@ TrainResult Trainer::run(const LogFn& log) {
     if (exiting) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
       log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
-      for (auto& sync : dp_syncs_) sync->finish_param_gather();
+      for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();
       result.exited = true;
       return result;
     }
@@ -440,7 +468,7 @@ TrainResult Trainer::run(const LogFn& log) {
   log(format_datetime_line("after training is done"));
   // pretrain(): the final state, unless the last interval just saved it.
   if (!save.empty() && iteration_ > 0 && (interval_save == 0 || iteration_ % interval_save != 0)) save_logged(log);
-  for (auto& sync : dp_syncs_) sync->finish_param_gather();  // every parameter whole, as the caller may read them
+  for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // every parameter whole, as the caller may read them
   if (config_.eval_iters > 0) {
     const std::string at = "iteration " + std::to_string(iteration_);
     const double valid = evaluate(Split::valid);

@@ -159,6 +159,7 @@ class Trainer {
   // The groups wrapped so the log can report the bytes sent over each.
   CountingCommunicator* tp_counter_ = nullptr;
   CountingCommunicator* dp_counter_ = nullptr;
+  CountingCommunicator* expert_dp_counter_ = nullptr;
   CountingCommunicator* pp_counter_ = nullptr;
   CountingCommunicator* embedding_counter_ = nullptr;
   ModelConfig model_config_;
@@ -171,7 +172,10 @@ class Trainer {
   std::unique_ptr<Arena> receive_arena_;  // where received activations and gradients wait
   std::vector<TensorView> receive_buffers_;
   std::unique_ptr<AdamW> optimizer_;
-  std::vector<std::unique_ptr<DataParallelSync>> dp_syncs_;  // one per chunk
+  std::vector<std::unique_ptr<DataParallelSync>> dp_syncs_;      // one per chunk
+  std::vector<std::unique_ptr<DataParallelSync>> expert_syncs_;  // one per chunk with MoE layers
+  // Every sync, dense and expert.
+  std::vector<DataParallelSync*> all_syncs() const;
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> scaler_;
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)

@@ -18,8 +18,8 @@ namespace mt {
 
 namespace {
 
-TensorRecord piece(const Param& p, const char* kind, int tp_rank, int tp_size, int64_t begin, const TensorView& data) {
-  return tensor_piece(p.name, kind, p.full_shape, p.shard, tp_rank, tp_size, begin, data);
+TensorRecord piece(const Param& p, const char* kind, int64_t begin, const TensorView& data) {
+  return tensor_piece(p.name, kind, p.full_shape, p.shard, p.shard_rank, p.shard_size, begin, data);
 }
 
 TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
@@ -27,26 +27,29 @@ TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
 }  // namespace
 
 void Trainer::save_checkpoint(const std::string& root) {
-  for (auto& sync : dp_syncs_) sync->finish_param_gather();  // whole parameters on every rank
+  for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // whole parameters on every rank
   Communicator& world = *groups_.world;
-  const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size(), dp_rank = groups_.dp->rank();
+  const int tp = groups_.tp->size();
+  // A parameter's replicas: its data-parallel group (expert-dp for the experts' weights).
+  const auto replica_rank = [&](const Param& p) { return (p.expert ? groups_.expert_dp : groups_.dp)->rank(); };
   const bool with_optimizer = !config_.checkpoint.no_save_optim;
   if (world.rank() == 0) begin_checkpoint(root, iteration_);
   world.barrier();
   std::vector<TensorRecord> records;
   for (auto& stage : chunks_)
-    for (const Param& p : stage->params().params()) {
-      if (!is_counted_copy(p, tp_rank)) continue;  // another rank saves the same values
-      if (dp_rank == 0) records.push_back(piece(p, "param", tp_rank, tp, 0, flat(p.value)));
-    }
+    for (ParamStore* store : stage->param_stores())
+      for (const Param& p : store->params()) {
+        if (!is_counted_copy(p)) continue;  // another rank saves the same values
+        if (replica_rank(p) == 0) records.push_back(piece(p, "param", 0, flat(p.value)));
+      }
   if (with_optimizer)
     for (const AdamW::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
-      if (!is_counted_copy(p, tp_rank)) continue;
-      if (!config_.use_distributed_optimizer && dp_rank != 0) continue;  // replicas
-      records.push_back(piece(p, "exp_avg", tp_rank, tp, s.begin, s.m));
-      records.push_back(piece(p, "exp_avg_sq", tp_rank, tp, s.begin, s.v));
-      if (!s.main.empty()) records.push_back(piece(p, "main_param", tp_rank, tp, s.begin, s.main));
+      if (!is_counted_copy(p)) continue;
+      if (!config_.use_distributed_optimizer && replica_rank(p) != 0) continue;  // replicas
+      records.push_back(piece(p, "exp_avg", s.begin, s.m));
+      records.push_back(piece(p, "exp_avg_sq", s.begin, s.v));
+      if (!s.main.empty()) records.push_back(piece(p, "main_param", s.begin, s.main));
     }
   const std::string staging = staging_dir(root, iteration_);
   const FileDigest mine = write_shard_file((std::filesystem::path(staging) / shard_file_name(world.rank())).string(), records);
@@ -89,18 +92,17 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   CheckpointReader checkpoint(root, flags.ckpt_step);
   checkpoint.check_model(model_config_);
   const CheckpointManifest& saved = checkpoint.manifest();
-  const int tp_rank = groups_.tp->rank(), tp = groups_.tp->size();
-
   // Weights: every parameter this rank holds (the tied copy from the embedding's pieces).
-  for (auto& stage : chunks_) checkpoint.read_weights(stage->params().params(), tp, tp_rank);
+  for (auto& stage : chunks_)
+    for (ParamStore* store : stage->param_stores()) checkpoint.read_weights(store->params());
   const bool optimizer = !flags.no_load_optim && !flags.finetune;
   if (optimizer) {
     MT_CHECK(saved.optimizer_saved)
         << "checkpoint " << checkpoint.dir() << " was saved with --no-save-optim; add --no-load-optim (or --finetune) "
         << "to load its weights alone";
     for (const AdamW::Segment& s : optimizer_->segments()) {
-      checkpoint.read("exp_avg", *s.param, tp, tp_rank, s.begin, s.m);
-      checkpoint.read("exp_avg_sq", *s.param, tp, tp_rank, s.begin, s.v);
+      checkpoint.read("exp_avg", *s.param, s.begin, s.m);
+      checkpoint.read("exp_avg_sq", *s.param, s.begin, s.v);
     }
     optimizer_->set_steps(saved.optimizer_steps);
   }
@@ -109,7 +111,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   for (const AdamW::Segment& s : optimizer_->segments()) {
     if (s.main.empty()) continue;
     const bool saved_main = optimizer && checkpoint.has("main_param", s.param->name);
-    checkpoint.read(saved_main ? "main_param" : "param", *s.param, tp, tp_rank, s.begin, s.main);
+    checkpoint.read(saved_main ? "main_param" : "param", *s.param, s.begin, s.main);
   }
   if (flags.finetune) return saved.iteration;  // iteration 0, fresh schedule and scaler
   if (optimizer) {

@@ -78,7 +78,7 @@ TEST_P(HfFixture, ImportMatchesTheReferenceLogitsAndExportGivesTheFileBack) {
   GptModelOptions options;
   options.head_chunk_tokens = b * s;
   GptModel model(c, b, cpu_backend(), &memory, options);
-  reader.read_weights(model.params().params(), 1, 0);
+  reader.read_weights(model.params().params());
   model.forward(MicroBatch{tokens, tokens, TensorView()}, {});
   const TensorView ours = model.last_logits_chunk();  // [s, b, padded vocab]
   double worst = 0.0, largest = 0.0;

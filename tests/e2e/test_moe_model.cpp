@@ -36,7 +36,7 @@ double total_loss(GptModel& model, const MicroBatch& batch, const ForwardOptions
 void gradcheck(ModelConfig c) {
   const int64_t b = 2;
   GptModel model(c, b, cpu_backend(), nullptr);
-  model.params().init(7);
+  for (ParamStore* store : model.stage().param_stores()) store->init(7);
   test::HostTensor tokens = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 11);
   test::HostTensor labels = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 12);
   const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
@@ -44,15 +44,18 @@ void gradcheck(ModelConfig c) {
   train.dropout_round = 5;
   train.grad_scale = 0.7f;
   train.aux_loss_scale = 3.0f;  // large enough that a dropped auxiliary term shows
-  model.params().zero_grads();
+  model.stage().zero_grads();
   model.forward(batch, train);
   model.backward();
+  std::vector<Param*> params;
+  for (ParamStore* store : model.stage().param_stores())
+    for (Param& p : store->params()) params.push_back(&p);
   std::vector<std::vector<float>> analytic;
-  for (const Param& p : model.params().params()) analytic.emplace_back(p.grad.f32(), p.grad.f32() + p.grad.numel());
+  for (const Param* p : params) analytic.emplace_back(p->grad.f32(), p->grad.f32() + p->grad.numel());
 
   int moe_params = 0;
-  for (size_t k = 0; k < model.params().params().size(); ++k) {
-    Param& p = model.params().params()[k];
+  for (size_t k = 0; k < params.size(); ++k) {
+    Param& p = *params[k];
     const std::vector<float>& g = analytic[k];
     moe_params += p.name.find(".mlp.router.") != std::string::npos || p.name.find(".mlp.experts.") != std::string::npos ||
                   p.name.find(".shared_experts.") != std::string::npos;
@@ -120,11 +123,11 @@ TEST(MoeModel, OneExpertIsTheDenseMlp) {
     moe.finalize();
     GptModel a(dense, 2, cpu_backend(), nullptr), e(moe, 2, cpu_backend(), nullptr);
     a.params().init(3);
-    e.params().init(3);
+    for (ParamStore* store : e.stage().param_stores()) store->init(3);
     for (int64_t layer = 0; layer < dense.num_layers; ++layer) {
       const std::string p = "decoder.layers." + std::to_string(layer) + ".mlp.";
       for (const char* fc : {"linear_fc1.weight", "linear_fc2.weight"}) {
-        const TensorView from = a.params().get(p + fc).value, to = e.params().get(p + "experts." + fc).value;
+        const TensorView from = a.params().get(p + fc).value, to = e.stage().param(p + "experts." + fc).value;
         ASSERT_EQ(from.numel(), to.numel());
         std::memcpy(to.data, from.data, from.bytes());
       }
@@ -136,17 +139,17 @@ TEST(MoeModel, OneExpertIsTheDenseMlp) {
     train.grad_scale = 0.5f;
     train.aux_loss_scale = 1.0f;
     a.params().zero_grads();
-    e.params().zero_grads();
+    e.stage().zero_grads();
     EXPECT_EQ(a.forward(batch, train).loss_sum, e.forward(batch, train).loss_sum) << "llama " << llama;
     a.backward();
     e.backward();
     for (const Param& p : a.params().params()) {
       std::string name = p.name;
       if (name.find(".mlp.linear_fc") != std::string::npos) name.insert(name.find("linear_fc"), "experts.");
-      const Param& q = e.params().get(name);
+      const Param& q = e.stage().param(name);
       EXPECT_EQ(std::memcmp(p.grad.data, q.grad.data, p.grad.bytes()), 0) << p.name << " llama " << llama;
     }
-    for (const Param& p : e.params().params())
+    for (const Param& p : e.params().params())  // the router is a dense parameter
       if (p.name.find("router") != std::string::npos)
         for (int64_t i = 0; i < p.grad.numel(); ++i) ASSERT_EQ(p.grad.f32()[i], 0.0f) << p.name;
   }
@@ -163,7 +166,7 @@ TEST(MoeModel, StatsCountTokensAndDroppedChoices) {
     if (full_recompute) c.recompute_granularity = RecomputeGranularity::full;
     c.finalize();
     GptModel model(c, 2, cpu_backend(), nullptr);
-    model.params().init(3);
+    for (ParamStore* store : model.stage().param_stores()) store->init(3);
     test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
     const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
     ForwardOptions train;
@@ -206,20 +209,21 @@ TEST(MoeModel, FullRecomputationGivesTheSameGradients) {
     double losses[2];
     for (int k = 0; k < 2; ++k) {
       GptModel model(k == 0 ? plain : full, 2, cpu_backend(), nullptr);
-      model.params().init(5);
+      for (ParamStore* store : model.stage().param_stores()) store->init(5);
       test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
       const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
       ForwardOptions train;
       train.grad_scale = 1.0f;
       train.aux_loss_scale = 1.0f;
-      model.params().zero_grads();
+      model.stage().zero_grads();
       losses[k] = model.forward(batch, train).loss_sum;
       model.backward();
-      for (const Param& p : model.params().params()) {
-        std::vector<float> g(static_cast<size_t>(p.grad.numel()));
-        std::memcpy(g.data(), p.grad.data, p.grad.bytes());
-        grads[k].push_back(g);
-      }
+      for (ParamStore* store : model.stage().param_stores())
+        for (const Param& p : store->params()) {
+          std::vector<float> g(static_cast<size_t>(p.grad.numel()));
+          std::memcpy(g.data(), p.grad.data, p.grad.bytes());
+          grads[k].push_back(g);
+        }
     }
     EXPECT_EQ(losses[0], losses[1]);
     for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[0][i], grads[1][i]) << "param " << i;

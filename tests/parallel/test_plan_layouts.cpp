@@ -219,6 +219,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     EXPECT_EQ(plan.size(CommGroup::pp), groups.pp->size());
     EXPECT_EQ(plan.size(CommGroup::embedding), groups.embedding->size());
     EXPECT_EQ(plan.size(CommGroup::dp), groups.dp->size());
+    EXPECT_EQ(plan.size(CommGroup::expert_dp), groups.expert_dp->size());
     for (int step = 1; step <= 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
       CommTotals before[4];
@@ -228,7 +229,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
       for (CommGroup g : kCommGroups) expect_same(trainer.comm_totals(g) - before[static_cast<size_t>(g)], plan, g);
       EXPECT_DOUBLE_EQ(st.tp_bytes_sent, plan.sent_bytes(CommGroup::tp));
       EXPECT_DOUBLE_EQ(st.pp_bytes_sent, plan.sent_bytes(CommGroup::pp) + plan.sent_bytes(CommGroup::embedding));
-      EXPECT_DOUBLE_EQ(st.dp_bytes_sent, plan.sent_bytes(CommGroup::dp));
+      EXPECT_DOUBLE_EQ(st.dp_bytes_sent, plan.sent_bytes(CommGroup::dp) + plan.sent_bytes(CommGroup::expert_dp));
     }
     expect_same_memory(trainer.memory(), plan_memory(layout).at(pp_rank).total);
     ++tested;
