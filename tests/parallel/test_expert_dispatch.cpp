@@ -109,6 +109,13 @@ Routing route(int64_t sources, const MoeCapacityOptions& capacity, uint64_t seed
   return r;
 }
 
+// Source q's routing map (u8 [T, E]).
+HostTensor map_of(Routing& r, int64_t q) {
+  HostTensor map = zeros({kT, kE}, DType::u8);
+  std::memcpy(map.u8(), r.map.u8() + q * kT * kE, static_cast<size_t>(kT * kE));
+  return map;
+}
+
 // The routing does what its case says: every choice kept (dropless), some dropped, or exactly
 // min(C, T) slots per expert and source (padded).
 void expect_case_holds(Routing& r, const MoeCapacityOptions& c, int64_t sources) {
@@ -166,8 +173,7 @@ TEST(ExpertDispatch, IdentityExpertsGiveTheWeightedTokensExactly) {
         Routing all = route(sources, cap.options, 10);
         expect_case_holds(all, cap.options, sources);
         HostTensor probs = row_block(all.probs, static_cast<int>(sources), static_cast<int>(q));
-        HostTensor map = zeros({kT, kE}, DType::u8);
-        std::memcpy(map.u8(), all.map.u8() + q * kT * kE, static_cast<size_t>(kT * kE));
+        HostTensor map = map_of(all, q);
         // Dyadic weights where the router put a nonzero one (padding slots keep 0).
         HostTensor weights = randint({kT, kE}, 255, 11 + static_cast<uint64_t>(q));
         for (int64_t i = 0; i < kT * kE; ++i)
@@ -262,10 +268,10 @@ TEST(ExpertDispatch, MatchesTheUnshardedReference) {
     ProcessGroups pg = expert_groups(layout);
     const ExpertParallel g = expert_parallel(pg);
     const int64_t sources = g.etp_ep->size(), q = g.etp_ep->rank(), el = kE / layout.ep;
-    for (const CapacityCase& cap : capacity_cases())
+    for (size_t c = 0; c < capacity_cases().size(); ++c)
       for (MoeDispatcherType type : kTypes) {
-        // SwiGLU on alternate capacity cases, so both activations meet every layout.
-        const bool swiglu = (&cap - capacity_cases().data()) % 2 == 1;
+        const CapacityCase& cap = capacity_cases()[c];
+        const bool swiglu = c % 2 == 1;  // alternate cases, so both activations meet every layout
         SCOPED_TRACE(std::string(type_name(type)) + " ep " + std::to_string(layout.ep) + " etp " +
                      std::to_string(layout.etp) + ", " + cap.name + (swiglu ? ", swiglu" : ", gelu"));
         Experts ex = make_experts(swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::gelu);
@@ -275,8 +281,7 @@ TEST(ExpertDispatch, MatchesTheUnshardedReference) {
 
         const int s = static_cast<int>(sources), me = static_cast<int>(q);
         HostTensor x = row_block(x_all, s, me), dout = row_block(dout_all, s, me), probs = row_block(all.probs, s, me);
-        HostTensor map = zeros({kT, kE}, DType::u8);
-        std::memcpy(map.u8(), all.map.u8() + q * kT * kE, static_cast<size_t>(kT * kE));
+        HostTensor map = map_of(all, q);
         const ShardSpec fc1{1, ex.blocks}, fc2{2, 1};
         HostTensor w1 = local_experts(ex.w1, fc1, g), w2 = local_experts(ex.w2, fc2, g);
         const int64_t f1 = w1.shape[1], ffn = w2.shape[2];
@@ -365,8 +370,7 @@ TEST(ExpertDispatch, SkewedRoutingReachesTheWorstCase) {
                      std::to_string(layout.etp) + ", " + cap.name);
         Routing all = route(sources, cap.options, 50, /*skewed=*/true);
         HostTensor probs = row_block(all.probs, static_cast<int>(sources), static_cast<int>(q));
-        HostTensor map = zeros({kT, kE}, DType::u8), x = randn({kT, kH}, 51);
-        std::memcpy(map.u8(), all.map.u8() + q * kT * kE, static_cast<size_t>(kT * kE));
+        HostTensor map = map_of(all, q), x = randn({kT, kH}, 51);
         const ExpertDispatchOptions o = options_for(type, cap.options);
         Buffers b = carve(o, g);
         expert_dispatch_fwd(o, g, b.saved, b.scratch, x.view(), probs.view(), map.view());
