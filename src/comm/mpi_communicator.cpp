@@ -162,8 +162,8 @@ class MpiCommunicator final : public Communicator {
     MT_CHECK(in.numel() <= INT32_MAX && out.numel() <= INT32_MAX)
         << op << ": one call moves at most 2^31 - 1 elements per side, got in " << in.str() << " and out "
         << out.str() << "; split it";
-    std::vector<int> counts(4 * static_cast<size_t>(size_));
-    int* sendc = counts.data();
+    a2a_counts_.resize(4 * static_cast<size_t>(size_));
+    int* sendc = a2a_counts_.data();
     int* sdispl = sendc + size_;
     int* recvc = sdispl + size_;
     int* rdispl = recvc + size_;
@@ -259,6 +259,7 @@ class MpiCommunicator final : public Communicator {
   bool owns_mpi_;
   int rank_ = 0, size_ = 1, max_tag_ = 0;
   Loopback loopback_;  // messages to self (communicator.h: they never block)
+  std::vector<int> a2a_counts_;  // all_to_all_v's counts and displacements, kept to spare an allocation
 };
 
 }  // namespace

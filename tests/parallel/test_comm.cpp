@@ -136,7 +136,9 @@ TEST(Comm, BadArgumentsAreClearErrors) {
 // all_to_all_v with uneven counts, zeros among them (a rank sends nothing to some ranks, and to itself
 // at times), for a 4-byte and a 1-byte dtype; the counting wrapper records what went to other ranks.
 int64_t a2a_count(int from, int to) { return (from * 3 + to * 5 + 1) % 4 * (from + 1); }
-float a2a_value(int from, int to, int64_t i) { return static_cast<float>(from * 1000 + to * 100) + static_cast<float>(i); }
+float a2a_value(int from, int to, int64_t i) {
+  return static_cast<float>(from * 1000 + to * 100) + static_cast<float>(i);
+}
 
 TEST(Comm, AllToAllVMovesUnevenChunksInRankOrder) {
   Communicator& w = world();
