@@ -17,10 +17,10 @@ const std::vector<std::string>& layer_ledger_names() {
       "mlp norm statistics",
       "mlp fc1 output",              // the activation's input: its output is remade
       "moe router logits",           // f32
-      "moe routing",                 // weights and choices per token, the routing map, counts, row order
-      "moe permuted tokens",         // the experts' input rows
+      "moe routing",                 // weights and choices per token, the routing map, counts; the dispatch's weights and row order
+      "moe permuted tokens",         // the experts' input rows (f32, as the dispatcher receives them)
       "moe expert fc1 output",       // the experts' activation input: its output is remade
-      "moe expert output",           // the rows the combine weighs (for the routing weights' gradient)
+      "moe expert output",           // the rows the combine weighed (f32, for the routing weights' gradient)
       "shared expert fc1 output",
       "mlp dropout mask",
       "layer output",                // the next layer's input
@@ -44,10 +44,11 @@ std::vector<LedgerEntry> layer_ledger(const LayerActivations& act) {
       {&act.norm2.mean, &act.norm2.rstd},
       {&act.mlp.fc1_out},
       {&m.logits},
-      {&m.probs, &m.indices, &m.routing_probs, &m.routing_map, &m.aux_counts, &m.tokens_per_expert, &m.row_token},
-      {&m.rows},
+      {&m.probs, &m.indices, &m.routing_probs, &m.routing_map, &m.aux_counts, m.dispatch ? &m.dispatch->probs : nullptr,
+       m.dispatch ? &m.dispatch->row_token : nullptr, m.dispatch ? &m.dispatch->permuted_counts : nullptr},
+      {m.dispatch ? &m.dispatch->rows : nullptr},
       {&m.pre_act},
-      {&m.expert_out},
+      {m.dispatch ? &m.dispatch->combined : nullptr},
       {&m.shared.fc1_out},
       {&act.mlp_drop_mask},
       {&act.out},
@@ -57,7 +58,7 @@ std::vector<LedgerEntry> layer_ledger(const LayerActivations& act) {
   for (size_t i = 0; i < names.size(); ++i) {
     int64_t bytes = 0;
     for (const TensorView* t : tensors[i])
-      if (t->ndim() > 0) bytes += static_cast<int64_t>(t->bytes());
+      if (t && t->ndim() > 0) bytes += static_cast<int64_t>(t->bytes());
     ledger.push_back({names[i], bytes});
   }
   return ledger;

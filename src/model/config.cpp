@@ -161,11 +161,10 @@ void ModelConfig::finalize_moe() {
   MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss)
       << "--moe-router-load-balancing-type global_aux_loss is not supported yet; use aux_loss or seq_aux_loss";
   MT_CHECK(!m.expert_bias) << "--moe-router-enable-expert-bias is not supported yet";
-  // Expert parallelism and expert tensor parallelism beyond 1 land with the token dispatchers.
-  MT_CHECK(ep == 1 && etp == 1)
-      << "--expert-model-parallel-size " << ep << " / --expert-tensor-parallel-size " << etp
-      << ": experts are not split over ranks yet (issue 16); pass --expert-model-parallel-size 1 and "
-         "--expert-tensor-parallel-size 1";
+  MT_CHECK(ep == 1 || etp == 1) << "--expert-model-parallel-size " << ep << " with --expert-tensor-parallel-size "
+                                 << etp << ": experts split both ways are not supported yet; set one of them to 1 "
+                                    "(with tensor parallelism, --expert-tensor-parallel-size 1 folds experts over the "
+                                    "tensor-parallel ranks)";
 }
 
 MoeExpertsOptions ModelConfig::moe_experts_options() const {

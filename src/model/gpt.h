@@ -39,6 +39,7 @@ class GptModel {
 
   Stage& stage() { return stage_; }
   ParamStore& params() { return stage_.params(); }  // the dense ones (Stage::param_stores: all)
+  void init(uint64_t seed) { stage_.init_params(seed); }  // every parameter, experts included
   const ModelConfig& config() const { return stage_.config(); }
   const TensorParallel& tensor_parallel() const { return stage_.tensor_parallel(); }
   int64_t micro_batch() const { return stage_.micro_batch(); }

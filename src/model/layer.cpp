@@ -15,9 +15,9 @@ std::array<TensorView*, 17> LayerWeights::all() {
           m[0], m[1], m[2], m[3], e[0], e[1], e[2], e[3], e[4]};
 }
 
-std::array<TensorView*, 11> LayerActivations::stored() {
-  return {&attention.q, &attention.k,  &attention.v,    &attention.context, &residual1,         &mlp.fc1_out,
-          &moe.rows,    &moe.pre_act, &moe.expert_out, &moe.shared.fc1_out, &out};
+std::array<TensorView*, 9> LayerActivations::stored() {
+  return {&attention.q, &attention.k, &attention.v, &attention.context, &residual1, &mlp.fc1_out,
+          &moe.pre_act, &moe.shared.fc1_out, &out};
 }
 
 namespace {

@@ -50,8 +50,8 @@ struct LayerActivations {
   TensorView mlp_drop_mask;   // [Nl, h] u8
   TensorView out;             // [Nl, h]  the layer output (next layer's input)
   // The activation-dtype members; the output comes last (kStoredOut).
-  std::array<TensorView*, 11> stored();
-  static constexpr size_t kStoredOut = 10;
+  std::array<TensorView*, 9> stored();
+  static constexpr size_t kStoredOut = 8;
 };
 
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).

@@ -7,6 +7,7 @@
 
 #include "base/rng.h"
 #include "model/config.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/tensor_parallel.h"
 #include "tensor/tensor.h"
 
@@ -47,6 +48,7 @@ struct LayerContext {
   DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
   TensorParallel tp;              // the layer's tensor-parallel group
+  ExpertParallel experts;         // MoE layers: the expert groups the tokens are dispatched over
   int64_t total_heads = 0;        // query heads of the whole layer (config->num_attention_heads · tp)
   KvCacheStep kv_cache;           // inference with a KV cache; empty otherwise
   // MoE layers: the gradient the load-balancing and z-losses give the router (the main loss's

@@ -33,11 +33,15 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   const int threads = options.threads > 0 ? options.threads : backend.max_threads();
   ShardRanks ranks = shard_sizes(config_);
   ranks.tp_rank = tp_.rank();
-  for (auto [comm, size, rank] : {std::tuple{options.ep_comm, &ranks.ep, &ranks.ep_rank},
-                                  std::tuple{options.etp_comm, &ranks.etp, &ranks.etp_rank}}) {
-    MT_CHECK((comm ? comm->size() : 1) == *size)
-        << "the expert group has " << (comm ? comm->size() : 1) << " ranks but the config says " << *size;
-    *rank = comm ? comm->rank() : 0;
+  if (config_.moe.enabled()) {  // a dense model has no use for the expert groups
+    for (auto [comm, size, rank] : {std::tuple{options.ep_comm, &ranks.ep, &ranks.ep_rank},
+                                    std::tuple{options.etp_comm, &ranks.etp, &ranks.etp_rank}}) {
+      MT_CHECK((comm ? comm->size() : 1) == *size)
+          << "an expert group has " << (comm ? comm->size() : 1) << " ranks but the config says " << *size
+          << " (--expert-model-parallel-size, --expert-tensor-parallel-size)";
+      *rank = comm ? comm->rank() : 0;
+    }
+    experts_ = ExpertParallel{options.ep_comm, options.etp_comm, options.etp_ep_comm};
   }
   const bool experts = config_.mlp_kinds(range_.first_layer, range_.last_layer).moe;
   params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, ranks, options.ddp,
@@ -80,6 +84,10 @@ Param& Stage::param(const std::string& name) {
     for (Param& p : expert_params_->params())
       if (p.name == name) return p;
   return params_->get(name);
+}
+
+void Stage::init_params(uint64_t seed) {
+  for (ParamStore* store : param_stores()) store->init(seed);
 }
 
 void Stage::zero_grads() {
@@ -171,6 +179,7 @@ LayerContext Stage::context(const StageInputs& in, uint64_t round, bool dropout,
   ctx.config = &local_;
   ctx.shape = shape_;
   ctx.tp = tp_;
+  ctx.experts = experts_;
   ctx.total_heads = config_.num_attention_heads;
   ctx.rope_cos = buf_.rope_cos;
   ctx.rope_sin = buf_.rope_sin;

@@ -40,6 +40,7 @@ struct StageOptions {
   // --expert-model-parallel-size and --expert-tensor-parallel-size.
   Communicator* ep_comm = nullptr;
   Communicator* etp_comm = nullptr;
+  Communicator* etp_ep_comm = nullptr;  // etp × ep: the allgather dispatcher's group
   // How the parameter and gradient buffers are laid out (param_layout.h): the dense parameters'
   // over dp; an MoE model's expert weights sit in a buffer of their own over expert-dp.
   DdpConfig ddp;
@@ -100,6 +101,8 @@ class Stage {
   // The parameter of that name in either store (mt::Error when neither has it).
   Param& param(const std::string& name);
   void zero_grads();
+  // Megatron's init of every parameter in both stores (ParamStore::init).
+  void init_params(uint64_t seed);
   const ModelConfig& config() const { return config_; }
   const StageRange& range() const { return range_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
@@ -162,6 +165,7 @@ class Stage {
   StageRange range_;
   RecomputePlan recompute_;
   TensorParallel tp_;
+  ExpertParallel experts_;
   LayerShape shape_;
   Backend& backend_;
   uint64_t seed_ = 1234;

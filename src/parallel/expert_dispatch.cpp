@@ -44,7 +44,7 @@ Layout layout_of(const ExpertDispatchOptions& o, const ExpertParallel& g, const 
   MT_CHECK(l.E % l.ep == 0) << op << ": --num-experts " << l.E
                             << " is not divisible by --expert-model-parallel-size " << l.ep;
   l.El = l.E / l.ep;
-  if (o.type == MoeDispatcherType::allgather && l.G > 1) {
+  if (o.type == MoeDispatcherType::allgather && l.G > 1 && (g.ep || g.etp)) {  // real groups, not sizes alone
     MT_CHECK(g.etp_ep && g.etp_ep->size() == l.G)
         << op << ": the allgather dispatcher gathers over etp × ep: ExpertParallel::etp_ep must be a group of "
         << l.G << " ranks (got " << (g.etp_ep ? std::to_string(g.etp_ep->size()) : std::string("none")) << ")";

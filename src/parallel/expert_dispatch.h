@@ -81,10 +81,12 @@ struct ExpertParallel {
   Communicator* ep = nullptr;
   Communicator* etp = nullptr;
   Communicator* etp_ep = nullptr;
+  // The group sizes where there are no communicators (sizing buffers for the planner).
+  int ep_ranks = 1, etp_ranks = 1;
 
-  int ep_size() const { return ep ? ep->size() : 1; }
+  int ep_size() const { return ep ? ep->size() : ep_ranks; }
   int ep_rank() const { return ep ? ep->rank() : 0; }
-  int etp_size() const { return etp ? etp->size() : 1; }
+  int etp_size() const { return etp ? etp->size() : etp_ranks; }
   int etp_rank() const { return etp ? etp->rank() : 0; }
 };
 

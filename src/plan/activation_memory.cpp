@@ -1,8 +1,11 @@
 #include "plan/activation_memory.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "model/blocks/moe.h"
 #include "model/recompute.h"
+#include "ops/moe_router.h"
 
 namespace mt {
 
@@ -20,12 +23,22 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
   const bool unfused = c.attention_impl == AttentionImpl::unfused;
   const int64_t drop_mask = c.hidden_dropout > 0.0f ? Nl * h : 0;  // none without dropout
   const bool fc1_kept = !(c.recompute_granularity == RecomputeGranularity::selective && c.recompute_mlp);
-  // MoE: the router's outputs per token, and R permuted rows (the worst case the buffers hold).
+  // MoE: the router's outputs per token, and the dispatcher's rows at their worst case
+  // (parallel/expert_dispatch.h): R rows reach this rank's experts; the combine keeps P rows and the
+  // weights of W tokens (alltoall over several ranks: this rank's own L rows and tokens; otherwise
+  // the experts' rows and the G·Nl tokens an allgather collects).
   const MoeConfig& m = c.moe;
-  const int64_t E = m.num_experts, k = m.router.topk;
-  const int64_t R = kinds.moe ? moe_max_rows(c, Nl) : 0;
-  const int64_t routing =
-      Nl * k * (4 + 4) + Nl * E * (4 + 1) + (m.aux_loss() ? 4 * moe_aux_count_rows(c, b) * E : 0) + 4 * E + 4 * R;
+  const int64_t E = m.num_experts, k = m.router.topk, G = m.expert_model_parallel_size * m.expert_tensor_parallel_size;
+  const int64_t R = kinds.moe ? moe_max_rows(c, Nl, moe_group_sizes(c)) : 0;
+  int64_t L = Nl * k;  // a rank's own routed rows
+  if (m.capacity.capacity_factor) {
+    const int64_t capacity = std::min(moe_expert_capacity(Nl, E, k, *m.capacity.capacity_factor), Nl);
+    L = m.capacity.pad_to_capacity ? E * capacity : std::min(L, E * capacity);
+  }
+  const bool exchange = m.dispatcher == MoeDispatcher::alltoall && G > 1;
+  const int64_t P = exchange ? L : R, W = exchange ? Nl : G * Nl;
+  const int64_t routing = Nl * k * (4 + 4) + Nl * E * (4 + 1) + (m.aux_loss() ? 4 * moe_aux_count_rows(c, b) * E : 0) +
+                          4 * W * E + 4 * P + 4 * E;
   const int64_t shared_fc1 = (c.activation == Activation::swiglu ? 2 : 1) * m.shared_expert_intermediate_size / t;
   return {
       norm_stats,
@@ -42,9 +55,9 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
       kinds.dense && fc1_kept ? a * N * c.fc1_size() / t : 0,
       kinds.moe ? 4 * Nl * E : 0,
       kinds.moe ? routing : 0,
-      a * R * h,
+      4 * R * h,
       a * R * (kinds.moe ? c.moe_fc1_size() / m.expert_tensor_parallel_size : 0),
-      a * R * h,
+      kinds.moe ? 4 * P * h : 0,
       kinds.moe && fc1_kept ? a * N * shared_fc1 : 0,
       drop_mask,
       a * Nl * h,

@@ -34,7 +34,7 @@ void add_kind(CommTotals::Kind& to, const CommTotals::Kind& from) {
 }
 
 void add_totals(CommTotals& to, const CommTotals& from) {
-  for (Collective k : {all_reduce, all_gather, reduce_scatter, &CommTotals::broadcast, send, recv})
+  for (Collective k : {all_reduce, all_gather, reduce_scatter, &CommTotals::broadcast, &CommTotals::all_to_all_v, send, recv})
     add_kind(to.*k, from.*k);
 }
 

@@ -158,6 +158,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   stage_options.tp_comm = groups_.tp.get();
   stage_options.ep_comm = groups_.ep.get();
   stage_options.etp_comm = groups_.etp.get();
+  stage_options.etp_ep_comm = groups_.etp_ep.get();
   stage_options.threads = layout.threads;
   stage_options.ddp = layout.ddp;
   const DdpConfig& ddp = layout.ddp;
@@ -169,7 +170,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                                          StageRange{layers.first_layer, layers.last_layer, layers.embedding, layers.head},
                                          config_.micro_batch_size, backend, &memory_, stage_options);
     stage->set_seed(config_.seed);
-    for (ParamStore* store : stage->param_stores()) store->init(config_.seed);
+    stage->init_params(config_.seed);
     ParamStore& params = stage->params();
     optimized.push_back({&params.params(), {config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()}});
     auto sync = std::make_unique<DataParallelSync>(

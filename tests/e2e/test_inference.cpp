@@ -56,7 +56,7 @@ std::vector<float> full_forward_logits(ModelConfig c, const std::vector<int32_t>
   GptModelOptions options;
   options.head_chunk_tokens = c.seq_length;
   GptModel model(c, 1, cpu_backend(), &memory, options);
-  model.params().init(seed);
+  model.init(seed);
   std::vector<int32_t> t = tokens;
   const TensorView view(t.data(), DType::i32, {1, c.seq_length});
   model.forward(MicroBatch{view, view, TensorView()}, {});

@@ -36,7 +36,7 @@ double total_loss(GptModel& model, const MicroBatch& batch, const ForwardOptions
 void gradcheck(ModelConfig c) {
   const int64_t b = 2;
   GptModel model(c, b, cpu_backend(), nullptr);
-  for (ParamStore* store : model.stage().param_stores()) store->init(7);
+  model.init(7);
   test::HostTensor tokens = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 11);
   test::HostTensor labels = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 12);
   const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
@@ -123,7 +123,7 @@ TEST(MoeModel, OneExpertIsTheDenseMlp) {
     moe.finalize();
     GptModel a(dense, 2, cpu_backend(), nullptr), e(moe, 2, cpu_backend(), nullptr);
     a.params().init(3);
-    for (ParamStore* store : e.stage().param_stores()) store->init(3);
+    e.init(3);
     for (int64_t layer = 0; layer < dense.num_layers; ++layer) {
       const std::string p = "decoder.layers." + std::to_string(layer) + ".mlp.";
       for (const char* fc : {"linear_fc1.weight", "linear_fc2.weight"}) {
@@ -166,7 +166,7 @@ TEST(MoeModel, StatsCountTokensAndDroppedChoices) {
     if (full_recompute) c.recompute_granularity = RecomputeGranularity::full;
     c.finalize();
     GptModel model(c, 2, cpu_backend(), nullptr);
-    for (ParamStore* store : model.stage().param_stores()) store->init(3);
+    model.init(3);
     test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
     const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
     ForwardOptions train;
@@ -209,7 +209,7 @@ TEST(MoeModel, FullRecomputationGivesTheSameGradients) {
     double losses[2];
     for (int k = 0; k < 2; ++k) {
       GptModel model(k == 0 ? plain : full, 2, cpu_backend(), nullptr);
-      for (ParamStore* store : model.stage().param_stores()) store->init(5);
+      model.init(5);
       test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
       const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
       ForwardOptions train;

@@ -54,5 +54,50 @@ TEST(MoeTrain, DataParallelDistributedOptimizerWithCapacityMatchesSingleRank) {
   expect_same_curve(m, 1, false, run);
 }
 
+// Expert parallelism: the experts split over ep ranks (taken from data parallelism), tokens
+// dispatched to them and back, expert gradients reduced over expert-dp. Both dispatchers,
+// dropless and with a capacity (per micro-batch, so the same tokens are dropped as on one rank).
+TEST(MoeTrain, ExpertParallelMatchesSingleRank) {
+  const int n = world().size();
+  if (n != 2 && n != 4) GTEST_SKIP();
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::alltoall, MoeDispatcher::allgather})
+    for (const bool capacity : {false, true}) {
+      SCOPED_TRACE(std::string(dispatcher == MoeDispatcher::alltoall ? "alltoall" : "allgather") +
+                   (capacity ? ", capacity 1.0" : ", dropless") + ", ep " + std::to_string(n));
+      ModelConfig m = moe_style();
+      m.moe.expert_model_parallel_size = n;  // ep 2, or ep 4
+      m.moe.dispatcher = dispatcher;
+      if (capacity) m.moe.capacity.capacity_factor = 1.0;
+      expect_same_curve(m, 1, false);
+    }
+}
+
+// ep 2 with the distributed optimizer (expert state sharded over expert-dp, dense over dp), and
+// with pipeline parallelism (ep 2 × pp 2 on 4 ranks).
+TEST(MoeTrain, ExpertParallelWithDistributedOptimizerAndPipeline) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  ModelConfig m = moe_style("[1,0,1,1]");
+  m.moe.expert_model_parallel_size = 2;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  TrainConfig run = short_run();
+  run.use_distributed_optimizer = true;
+  expect_same_curve(m, 1, false, run);
+  if (world().size() != 4) return;
+  run.use_distributed_optimizer = false;
+  run.pipeline.pp = 2;
+  expect_same_curve(m, 1, false, run);
+}
+
+// MoE parallel folding: attention over tp 2 with sequence parallelism, experts over ep 2 with
+// etp 1 (4 ranks: each expert-parallel group crosses the tensor-parallel one).
+TEST(MoeTrain, FoldedExpertParallelUnderTensorParallelMatchesSingleRank) {
+  if (world().size() != 4) GTEST_SKIP();
+  ModelConfig m = moe_style();
+  m.moe.expert_model_parallel_size = 2;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  m.moe.shared_expert_intermediate_size = 32;
+  expect_same_curve(m, 2, true);
+}
+
 }  // namespace
 }  // namespace mt::test

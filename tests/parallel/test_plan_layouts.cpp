@@ -32,6 +32,7 @@ struct Layout {
   bool unfused = false;  // --attention-backend unfused: the [b, n, s, s] probabilities kept
   int64_t num_layers = 2, seq_length = 32, micro_batch = 2;
   const char* moe_layers = nullptr;  // --moe-layer-freq of an MoE model (4 experts, top-2), or dense
+  int ep = 1;                        // its --expert-model-parallel-size (alltoall dispatcher)
 };
 
 std::string describe(const StepComm& plan, CommGroup group) {
@@ -160,6 +161,12 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .recompute = RecomputeGranularity::selective,
        .recompute_mlp = true,
        .moe_layers = "1"},
+      {.name = "MoE, ep 2 (alltoall, capacity), distributed optimizer over dp and expert-dp, bf16",
+       .llama = true,
+       .bf16 = true,
+       .distributed = true,
+       .moe_layers = "1",
+       .ep = 2},
       {.name = "MoE and dense layers, pp 2 + dp, full uniform recompute, distributed optimizer, fp32",
        .pp = 2,
        .llama = true,
@@ -171,7 +178,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
   };
   int tested = 0;
   for (const Layout& l : layouts) {
-    if (world().size() % (l.tp * l.pp) != 0) continue;
+    if (world().size() % (l.tp * l.pp) != 0 || world().size() % (l.ep * l.pp) != 0) continue;
     SCOPED_TRACE(std::string(l.name) + " on " + std::to_string(world().size()) + " ranks");
     ModelConfig m = l.llama ? llama_style() : gpt2_style();
     m.num_layers = l.num_layers;
@@ -190,6 +197,11 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
       m.moe.expert_tensor_parallel_size = 1;
       m.moe.aux_loss_coeff = 1e-2;
       m.moe.z_loss_coeff = 1e-3;
+      m.moe.expert_model_parallel_size = l.ep;
+      if (l.ep > 1) {
+        m.moe.dispatcher = MoeDispatcher::alltoall;
+        m.moe.capacity.capacity_factor = 1.25;
+      }
       if (l.tp > 1) {
         m.moe.shared_expert_intermediate_size = 32;
         m.moe.capacity.capacity_factor = 1.5;
@@ -219,10 +231,10 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     EXPECT_EQ(plan.size(CommGroup::pp), groups.pp->size());
     EXPECT_EQ(plan.size(CommGroup::embedding), groups.embedding->size());
     EXPECT_EQ(plan.size(CommGroup::dp), groups.dp->size());
-    EXPECT_EQ(plan.size(CommGroup::expert_dp), groups.expert_dp->size());
+    if (l.moe_layers) EXPECT_EQ(plan.size(CommGroup::expert_dp), groups.expert_dp->size());
     for (int step = 1; step <= 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
-      CommTotals before[4];
+      CommTotals before[kCommGroups.size()];
       for (CommGroup g : kCommGroups) before[static_cast<size_t>(g)] = trainer.comm_totals(g);
       const IterationStats st = trainer.train_step();
       ASSERT_FALSE(st.skipped);  // a skipped step gathers no parameters: the plan's one data-dependent term

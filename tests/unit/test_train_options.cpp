@@ -210,7 +210,7 @@ TEST(TrainOptions, MoeFlagsAreChecked) {
   };
   has(with_moe({"--moe-token-drop-policy", "position"}), "--moe-token-drop-policy needs --moe-expert-capacity-factor");
   has(with_moe({"--moe-pad-expert-input-to-capacity"}), "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
-  has(with_moe({"--expert-model-parallel-size", "3"}), "--num-experts 4 is not divisible by --expert-model-parallel-size 3");
+  has(with_moe({"--expert-model-parallel-size", "3"}), "--expert-model-parallel-size (3)");
   has(with_moe({"--moe-router-topk", "6"}), "--moe-router-topk 6 must lie in [1, --num-experts 4]");
   has(with_moe({"--moe-router-num-groups", "3", "--moe-router-group-topk", "1"}),
       "--moe-router-num-groups 3 does not divide --num-experts 4");

@@ -15,13 +15,26 @@ void MoeLayerStats::reset() {
   std::fill(tokens_per_expert.begin(), tokens_per_expert.end(), 0.0);
 }
 
-int64_t moe_max_rows(const ModelConfig& c, int64_t tokens) {
-  const MoeConfig& m = c.moe;
-  const int64_t dropless = tokens * m.router.topk;
-  if (!m.capacity.capacity_factor) return dropless;
-  const int64_t per_expert =
-      std::min(moe_expert_capacity(tokens, m.num_experts, m.router.topk, *m.capacity.capacity_factor), tokens);
-  return m.capacity.pad_to_capacity ? m.num_experts * per_expert : std::min(dropless, m.num_experts * per_expert);
+ExpertParallel moe_group_sizes(const ModelConfig& c) {
+  ExpertParallel g;
+  g.ep_ranks = static_cast<int>(c.moe.expert_model_parallel_size);
+  g.etp_ranks = static_cast<int>(c.moe.expert_tensor_parallel_size);
+  return g;
+}
+
+ExpertDispatchOptions moe_dispatch_options(const ModelConfig& c, int64_t tokens) {
+  ExpertDispatchOptions o;
+  o.type = c.moe.dispatcher == MoeDispatcher::alltoall ? MoeDispatcherType::alltoall : MoeDispatcherType::allgather;
+  o.num_experts = c.moe.num_experts;
+  o.topk = c.moe.router.topk;
+  o.capacity = c.moe.capacity;
+  o.tokens = tokens;
+  o.hidden = c.hidden_size;
+  return o;
+}
+
+int64_t moe_max_rows(const ModelConfig& c, int64_t tokens, const ExpertParallel& groups) {
+  return expert_dispatch_max_rows(moe_dispatch_options(c, tokens), groups);
 }
 
 int64_t moe_aux_count_rows(const ModelConfig& c, int64_t micro_batch) {
@@ -31,23 +44,6 @@ int64_t moe_aux_count_rows(const ModelConfig& c, int64_t micro_batch) {
 namespace {
 
 bool has_shared_expert(const ModelConfig& c) { return c.moe.shared_expert_intermediate_size > 0; }
-
-// The first `rows` rows of each per-row tensor.
-struct MoeRows {
-  TensorView row_token, rows, pre_act, act, expert_out;
-};
-
-MoeRows used_rows(const MoeSaved& saved, const MoeScratch& sc, int64_t rows) {
-  return {saved.row_token.rows(0, rows), saved.rows.rows(0, rows), saved.pre_act.rows(0, rows),
-          sc.act.rows(0, rows), saved.expert_out.rows(0, rows)};
-}
-
-int64_t routed_rows(const MoeSaved& saved) {
-  const int32_t* n = saved.tokens_per_expert.i32();
-  int64_t rows = 0;
-  for (int64_t e = 0; e < saved.tokens_per_expert.numel(); ++e) rows += n[e];
-  return rows;
-}
 
 // N of the load-balancing loss: the micro-batch's tokens (per sequence for seq_aux_loss), all
 // tensor-parallel shards together.
@@ -73,10 +69,11 @@ void record_stats(const LayerContext& ctx, const MoeSaved& saved, const MoeScrat
     stats.z_loss += static_cast<double>(sc.loss.f32()[0]) / m.z_loss_coeff;
   }
   ++stats.micro_batches;
-  const int32_t* n = saved.tokens_per_expert.i32();
-  for (int64_t e = 0; e < E; ++e) stats.tokens_per_expert[static_cast<size_t>(e)] += n[e];
+  // From the routing map (this rank's tokens, all experts): summed over the ranks, the global counts.
   const int32_t* chosen = saved.indices.i32();
   const uint8_t* kept = saved.routing_map.u8();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t e = 0; e < E; ++e) stats.tokens_per_expert[static_cast<size_t>(e)] += kept[t * E + e];
   int64_t dropped = 0;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < k; ++j) dropped += kept[t * E + chosen[t * k + j]] == 0;
@@ -87,8 +84,8 @@ void record_stats(const LayerContext& ctx, const MoeSaved& saved, const MoeScrat
 }  // namespace
 
 MoeSaved alloc_moe_saved(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype) {
-  const int64_t Nl = shape.local_rows(), E = c.moe.num_experts, k = c.moe.router.topk, h = c.hidden_size;
-  const int64_t R = moe_max_rows(c, Nl);
+  const int64_t Nl = shape.local_rows(), E = c.moe.num_experts, k = c.moe.router.topk;
+  const ExpertParallel groups = moe_group_sizes(c);
   MoeSaved s;
   s.logits = a.alloc(DType::f32, {Nl, E});
   s.probs = a.alloc(DType::f32, {Nl, k});
@@ -96,24 +93,26 @@ MoeSaved alloc_moe_saved(Arena& a, const ModelConfig& c, LayerShape shape, DType
   s.routing_probs = a.alloc(DType::f32, {Nl, E});
   s.routing_map = a.alloc(DType::u8, {Nl, E});
   if (c.moe.aux_loss()) s.aux_counts = a.alloc(DType::f32, {moe_aux_count_rows(c, shape.b), E});
-  s.row_token = a.alloc(DType::i32, {R});
-  s.tokens_per_expert = a.alloc(DType::i32, {E});
-  s.rows = a.alloc(dtype, {R, h});
-  s.pre_act = a.alloc(dtype, {R, c.moe_fc1_size()});
-  s.expert_out = a.alloc(dtype, {R, h});
+  s.dispatch = std::make_shared<ExpertDispatchSaved>(alloc_expert_dispatch_saved(a, moe_dispatch_options(c, Nl), groups));
+  s.pre_act = a.alloc(dtype, {moe_max_rows(c, Nl, groups), c.moe_fc1_size()});
   // The shared expert is a dense MLP over the same Nl rows (its own tensor parallelism included).
   if (has_shared_expert(c)) s.shared = alloc_mlp_saved(a, c.shared_expert_config(), shape, dtype);
   return s;
 }
 
 MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape) {
-  const int64_t R = moe_max_rows(c, shape.local_rows());
+  const int64_t Nl = shape.local_rows();
+  const ExpertParallel groups = moe_group_sizes(c);
+  const int64_t R = moe_max_rows(c, Nl, groups);
   MoeScratch sc;
   sc.act = a.alloc(DType::f32, {R, c.moe.ffn_hidden_size});
+  sc.expert_out = a.alloc(DType::f32, {R, c.hidden_size});
   sc.loss = a.alloc(DType::f32, {1});
-  if (c.moe.aux_loss()) sc.aux_scores = a.alloc(DType::f32, {shape.local_rows(), c.moe.num_experts});
+  if (c.moe.aux_loss()) sc.aux_scores = a.alloc(DType::f32, {Nl, c.moe.num_experts});
+  sc.dispatch =
+      std::make_shared<ExpertDispatchScratch>(alloc_expert_dispatch_scratch(a, moe_dispatch_options(c, Nl), groups));
   if (has_shared_expert(c)) {
-    sc.shared_out = a.alloc(DType::f32, {shape.local_rows(), c.hidden_size});
+    sc.shared_out = a.alloc(DType::f32, {Nl, c.hidden_size});
     sc.shared = alloc_mlp_scratch_fwd(a, c.shared_expert_config(), shape);
   }
   return sc;
@@ -121,11 +120,10 @@ MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shap
 
 void alloc_moe_scratch_bwd(Arena& a, MoeScratch& sc, const ModelConfig& c, LayerShape shape) {
   const int64_t Nl = shape.local_rows(), E = c.moe.num_experts, k = c.moe.router.topk, h = c.hidden_size;
-  const int64_t R = moe_max_rows(c, Nl);
+  const int64_t R = moe_max_rows(c, Nl, moe_group_sizes(c));
   sc.dact = a.alloc(DType::f32, {R, c.moe.ffn_hidden_size});
   sc.dpre_act = a.alloc(DType::f32, {R, c.moe_fc1_size()});
   sc.drows = a.alloc(DType::f32, {R, h});
-  sc.dexpert_out = a.alloc(DType::f32, {R, h});
   sc.dlogits = a.alloc(DType::f32, {Nl, E});
   sc.dprobs = a.alloc(DType::f32, {Nl, k});
   sc.drouting_probs = a.alloc(DType::f32, {Nl, E});
@@ -148,13 +146,17 @@ void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorVie
     moe_aux_scores_fwd(sc.aux_scores, saved.aux_counts, saved.logits, m.router.topk, m.router.score_function);
     if (ctx.tp.sp()) ctx.tp.comm->all_reduce(saved.aux_counts, ReduceOp::sum);
   }
-  const MoeRows r = used_rows(saved, sc, moe_permuted_rows(saved.routing_map));
-  moe_permute_fwd(r.rows, r.row_token, saved.tokens_per_expert, inp, saved.routing_map);
-  moe_experts_fwd(r.expert_out, r.pre_act, r.act, r.rows, saved.tokens_per_expert, w.experts_fc1, w.experts_fc2,
-                  c.moe_experts_options());
-  ctx.round(r.pre_act);
-  ctx.round(r.expert_out);
-  moe_unpermute_fwd(out, r.expert_out, r.row_token, saved.tokens_per_expert, saved.routing_probs);
+  // Tokens to their experts' ranks, the experts, and their outputs back, weighted.
+  const ExpertDispatchOptions options = moe_dispatch_options(c, inp.shape[0]);
+  ExpertDispatchSaved& d = *saved.dispatch;
+  expert_dispatch_fwd(options, ctx.experts, d, *sc.dispatch, inp, saved.routing_probs, saved.routing_map);
+  const int64_t R = d.num_rows;
+  const TensorView expert_out = sc.expert_out.rows(0, R), pre_act = saved.pre_act.rows(0, R);
+  moe_experts_fwd(expert_out, pre_act, sc.act.rows(0, R), d.expert_rows(), d.expert_counts(), w.experts_fc1,
+                  w.experts_fc2, c.moe_experts_options());
+  ctx.round(pre_act);
+  ctx.round(expert_out);
+  expert_combine_fwd(options, ctx.experts, d, *sc.dispatch, out, expert_out);
   if (has_shared_expert(c)) {
     mlp_block_fwd(ctx, w.shared, inp, saved.shared, sc.shared, sp_gathered, sp_partial, sc.shared_out);
     accumulate(out, sc.shared_out);
@@ -168,22 +170,21 @@ void moe_block_bwd(const LayerContext& ctx, const MoeWeights& w, const MoeWeight
                    const TensorView& sp_partial, const TensorView& dout, const TensorView& din) {
   const ModelConfig& c = *ctx.config;
   const MoeConfig& m = c.moe;
-  const int64_t R = routed_rows(saved);
-  const MoeRows r = used_rows(saved, sc, R);
-  const TensorView dexpert_out = sc.dexpert_out.rows(0, R), drows = sc.drows.rows(0, R);
+  const ExpertDispatchOptions options = moe_dispatch_options(c, inp.shape[0]);
+  ExpertDispatchSaved& d = *saved.dispatch;
+  const int64_t R = d.num_rows;
+  const TensorView dexpert_out = sc.expert_out.rows(0, R), drows = sc.drows.rows(0, R);
   // The combine: gradients of the experts' rows and of the routing weights.
-  zero(dexpert_out);
   zero(sc.drouting_probs);
-  moe_unpermute_bwd(dexpert_out, sc.drouting_probs, dout, r.expert_out, r.row_token, saved.tokens_per_expert,
-                    saved.routing_probs);
+  expert_combine_bwd(options, ctx.experts, d, *sc.dispatch, dexpert_out, sc.drouting_probs, dout);
   ctx.round(dexpert_out);
   zero(drows);
-  moe_experts_bwd(drows, g.experts_fc1, g.experts_fc2, dexpert_out, r.rows, r.pre_act, saved.tokens_per_expert,
-                  w.experts_fc1, w.experts_fc2, r.act, sc.dact.rows(0, R), sc.dpre_act.rows(0, R),
-                  c.moe_experts_options());
+  moe_experts_bwd(drows, g.experts_fc1, g.experts_fc2, dexpert_out, d.expert_rows(), saved.pre_act.rows(0, R),
+                  d.expert_counts(), w.experts_fc1, w.experts_fc2, sc.act.rows(0, R), sc.dact.rows(0, R),
+                  sc.dpre_act.rows(0, R), c.moe_experts_options());
   ctx.round(drows);
   zero(din);
-  moe_permute_bwd(din, drows, r.row_token);
+  expert_dispatch_bwd(options, ctx.experts, d, *sc.dispatch, din, drows);
   // The router: through the routing weights, then the losses' gradients (as the auto-scaler
   // gives them: aux_loss_scale each).
   zero(sc.dprobs);

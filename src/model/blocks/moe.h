@@ -7,61 +7,64 @@
 // MoEAuxLossAutoScaler they add their gradient into the router's in the backward, scaled by the
 // micro-batch's aux_loss_scale, and report their values to the layer's MoeLayerStats.
 //
-// This rank's tokens are the residual stream's Nl rows (its sequence shard under --sequence-parallel);
-// the experts are whole here (expert parallelism degree 1), so the block needs no communication
-// except the load-balancing counts, summed over the tensor-parallel group as Megatron sums them
-// over tp×cp, and the shared expert's own tensor parallelism.
+// This rank's tokens are the residual stream's Nl rows (its sequence shard under --sequence-parallel).
+// They reach the ranks holding their experts through the token dispatcher
+// (parallel/expert_dispatch.h, over LayerContext::experts; a single rank when experts are whole),
+// and the load-balancing counts are summed over the tensor-parallel group, as Megatron sums them
+// over tp×cp.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/arena.h"
 #include "model/blocks/mlp.h"
 #include "model/layer_context.h"
+#include "parallel/expert_dispatch.h"
 
 namespace mt {
 
 struct MoeWeights {
   TensorView router_weight;  // [E, h]
-  TensorView experts_fc1;    // [E, f1, h]: every expert's linear_fc1 (f1 = ffn_moe, or 2·ffn_moe with SwiGLU)
-  TensorView experts_fc2;    // [E, h, ffn_moe]
+  TensorView experts_fc1;    // [E_l, f1, h]: this rank's experts' linear_fc1 (f1 = ffn_moe/etp, or twice under SwiGLU)
+  TensorView experts_fc2;    // [E_l, h, ffn_moe/etp]
   MlpWeights shared;         // the shared expert: fc1 [f1_shared/t, h], fc2 [h, ffn_shared/t]; empty without one
   std::array<TensorView*, 5> all() {
     return {&router_weight, &experts_fc1, &experts_fc2, &shared.fc1_weight, &shared.fc2_weight};
   }
 };
 
-// Kept between forward and backward. R = moe_max_rows() rows are carved; a micro-batch uses the
-// first Σ tokens_per_expert of them.
+// Kept between forward and backward. The experts' rows are carved at the dispatcher's worst case
+// R = moe_max_rows(); a micro-batch uses the first dispatch->num_rows of them.
 struct MoeSaved {
-  TensorView logits;             // [Nl, E] f32: the router's output
-  TensorView probs;              // [Nl, k] f32: the chosen experts' weights
-  TensorView indices;            // [Nl, k] i32: the chosen experts, best first
-  TensorView routing_probs;      // [Nl, E] f32: weight · kept
-  TensorView routing_map;        // [Nl, E] u8: kept (or padding) slots
-  TensorView aux_counts;         // [B, E] f32: the load-balancing loss's top-k counts, summed over tp (if any)
-  TensorView row_token;          // [R] i32: the token of each permuted row
-  TensorView tokens_per_expert;  // [E] i32
-  TensorView rows;               // [R, h]   the permuted tokens (activation dtype)
-  TensorView pre_act;            // [R, f1]  the experts' fc1 output (activation dtype)
-  TensorView expert_out;         // [R, h]   the experts' output rows, as combined (activation dtype)
-  MlpSaved shared;               // the shared expert's fc1 output
+  TensorView logits;         // [Nl, E] f32: the router's output
+  TensorView probs;          // [Nl, k] f32: the chosen experts' weights
+  TensorView indices;        // [Nl, k] i32: the chosen experts, best first
+  TensorView routing_probs;  // [Nl, E] f32: weight · kept
+  TensorView routing_map;    // [Nl, E] u8: kept (or padding) slots
+  TensorView aux_counts;     // [B, E] f32: the load-balancing loss's top-k counts, summed over tp (if any)
+  // The dispatch: the experts' input rows, the permutation and the combine's weights and rows
+  // (shared, so that copying the struct never allocates).
+  std::shared_ptr<ExpertDispatchSaved> dispatch;
+  TensorView pre_act;        // [R, f1]  the experts' fc1 output (activation dtype)
+  MlpSaved shared;           // the shared expert's fc1 output
 };
 
 // Scratch shared by every layer (never saved).
 struct MoeScratch {
   TensorView act;            // [R, ffn_moe] the experts' activation output, made in forward and backward
+  TensorView expert_out;     // [R, h] forward: the experts' output rows; backward: their gradient
   TensorView shared_out;     // [Nl, h] forward: the shared expert's output; backward: its input gradient
   TensorView loss;           // [1] f32 one loss value
   TensorView aux_scores;     // [Nl, E] the load-balancing loss's scores (forward only: the backward remakes them)
+  std::shared_ptr<ExpertDispatchScratch> dispatch;
   MlpScratch shared;
   // Backward only:
   TensorView dact;           // [R, ffn_moe]
   TensorView dpre_act;       // [R, f1]
   TensorView drows;          // [R, h]
-  TensorView dexpert_out;    // [R, h]
   TensorView dlogits;        // [Nl, E]
   TensorView dprobs;         // [Nl, k]
   TensorView drouting_probs; // [Nl, E]
@@ -79,10 +82,13 @@ struct MoeLayerStats {
   void reset();
 };
 
-// The rows the experts may run per micro-batch for `tokens` tokens: dropless T·k (every token
-// goes to k distinct experts); with a capacity C per expert, E·min(C, T) when padded, else
-// min(T·k, E·min(C, T)).
-int64_t moe_max_rows(const ModelConfig& c, int64_t tokens);
+// The dispatcher's settings for `tokens` tokens a rank (c: what one rank computes), and the rows
+// this rank's experts may receive per micro-batch (expert_dispatch_max_rows). `groups` gives the
+// expert-parallel sizes (its communicators may be null: sizes alone).
+ExpertDispatchOptions moe_dispatch_options(const ModelConfig& c, int64_t tokens);
+int64_t moe_max_rows(const ModelConfig& c, int64_t tokens, const ExpertParallel& groups);
+// The sizes the config names (--expert-model-parallel-size, --expert-tensor-parallel-size).
+ExpertParallel moe_group_sizes(const ModelConfig& c);
 // B of the load-balancing counts: the micro-batch's sequences for seq_aux_loss, else 1.
 int64_t moe_aux_count_rows(const ModelConfig& c, int64_t micro_batch);
 
