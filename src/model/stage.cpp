@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "ops/attention.h"
+#include "ops/moe_router.h"
 #include "ops/elementwise.h"
 
 namespace mt {
@@ -56,6 +57,21 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
           if (p.name == name) return grads ? p.grad : p.value;
       return TensorView();
     });
+  if (config_.moe.expert_bias) {
+    std::vector<int64_t> layers;
+    for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
+      if (config_.mlp_kind(i) == MlpKind::moe) layers.push_back(i);
+    const int64_t E = config_.moe.num_experts;
+    state_ = std::make_unique<Arena>(backend, MemCategory::weights,
+                                     layers.size() * ((4 * static_cast<size_t>(E) + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign), tracker);
+    for (const int64_t i : layers) {
+      const TensorView bias = state_->alloc(DType::f32, {E});
+      values_.layers[static_cast<size_t>(local(i))].moe.expert_bias = bias;
+      expert_biases_.emplace_back("decoder.layers." + std::to_string(i) + ".mlp.router.expert_bias", bias);
+    }
+    state_->zero_used();
+    host_counts_.resize(static_cast<size_t>(E));
+  }
   // Carve once on measuring arenas to learn the exact sizes, then for real.
   const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
   const StageBufferBytes bytes = measure_stage_buffers(geometry);
@@ -88,6 +104,20 @@ Param& Stage::param(const std::string& name) {
 
 void Stage::init_params(uint64_t seed) {
   for (ParamStore* store : param_stores()) store->init(seed);
+  if (state_) state_->zero_used();
+}
+
+void Stage::update_expert_biases(const std::vector<double>& tokens_per_expert) {
+  const int64_t E = config_.moe.num_experts;
+  MT_CHECK(static_cast<int64_t>(tokens_per_expert.size()) == config_.num_layers * E)
+      << "expert-bias update: " << tokens_per_expert.size() << " counts for " << config_.num_layers << " layers of " << E
+      << " experts";
+  for (const auto& [name, bias] : expert_biases_) {
+    const int64_t layer = std::stoll(name.substr(std::string("decoder.layers.").size()));
+    for (int64_t e = 0; e < E; ++e)
+      host_counts_[static_cast<size_t>(e)] = static_cast<float>(tokens_per_expert[static_cast<size_t>(layer * E + e)]);
+    moe_expert_bias_update(bias, TensorView(host_counts_.data(), DType::f32, {E}), config_.moe.bias_update_rate);
+  }
 }
 
 void Stage::zero_grads() {
@@ -130,6 +160,7 @@ LayerWeights Stage::layer_weights_f32(int64_t layer) {
   LayerWeights w = values_.layers[local(layer)];
   if (!mixed()) return w;
   LayerWeights out;
+  out.moe.expert_bias = w.moe.expert_bias;  // f32 already
   const auto src = w.all();
   const auto staging = buf_.layer_w32.all();
   const auto dst = out.all();

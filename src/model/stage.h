@@ -101,8 +101,14 @@ class Stage {
   // The parameter of that name in either store (mt::Error when neither has it).
   Param& param(const std::string& name);
   void zero_grads();
-  // Megatron's init of every parameter in both stores (ParamStore::init).
+  // Megatron's init of every parameter in both stores (ParamStore::init); expert biases to zero.
   void init_params(uint64_t seed);
+  // --moe-router-enable-expert-bias: each MoE layer's f32 [E] bias by its Megatron name
+  // (decoder.layers.<i>.mlp.router.expert_bias); empty otherwise. The same on every rank.
+  const std::vector<std::pair<std::string, TensorView>>& expert_biases() const { return expert_biases_; }
+  // The aux-loss-free update of every MoE layer's bias from that layer's global token counts
+  // (tokens_per_expert: [num_layers][E] over the whole model, summed over every rank).
+  void update_expert_biases(const std::vector<double>& tokens_per_expert);
   const ModelConfig& config() const { return config_; }
   const StageRange& range() const { return range_; }
   const TensorParallel& tensor_parallel() const { return tp_; }
@@ -172,6 +178,9 @@ class Stage {
   int64_t s_ = 0, b_ = 0;
   std::unique_ptr<ParamStore> params_, expert_params_;
   GptTensors values_, grads_;  // views by role over both stores
+  std::unique_ptr<Arena> state_;  // the expert biases
+  std::vector<std::pair<std::string, TensorView>> expert_biases_;
+  std::vector<float> host_counts_;  // [E], for the bias update
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   StageBuffers buf_;  // every buffer of both arenas (stage_buffers.h)

@@ -29,6 +29,10 @@ ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range,
     const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
     b.optimizer += tensors * state * 4;
   }
+  // --moe-router-enable-expert-bias: an f32 [E] state per MoE layer, counted as weights.
+  if (c.moe.expert_bias)
+    for (int64_t i = range.first_layer; i < range.last_layer; ++i)
+      if (c.mlp_kind(i) == MlpKind::moe) b.weights += 4 * c.moe.num_experts;
   return b;
 }
 

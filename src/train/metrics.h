@@ -20,6 +20,7 @@ struct MoeIterationMetrics {
   // Rows per expert and MoE layer over the global batch (padding included).
   double tokens_min = 0.0, tokens_mean = 0.0, tokens_max = 0.0;
   double dropped_fraction = 0.0;  // dropped / routed token-expert choices
+  std::vector<double> tokens_per_expert;  // [num_layers][E]: each layer's global counts (dense layers 0)
 };
 
 struct IterationStats {

@@ -32,6 +32,7 @@ MoeIterationMetrics reduce_moe_metrics(const ModelConfig& c, const std::vector<c
   const double per_layer = 1.0 / (static_cast<double>(micro_batches) * dp_size);
   double aux = 0.0, z = 0.0, layers = 0.0;
   out.tokens_min = 1e300;
+  out.tokens_per_expert.assign(static_cast<size_t>(L * E), 0.0);
   for (int64_t i = 0; i < L; ++i) {
     if (c.mlp_kind(i) != MlpKind::moe) continue;
     const double* row = &v[static_cast<size_t>(i * stride)];
@@ -39,6 +40,7 @@ MoeIterationMetrics reduce_moe_metrics(const ModelConfig& c, const std::vector<c
     z += row[1] * per_layer;
     layers += 1.0;
     for (int64_t e = 0; e < E; ++e) {
+      out.tokens_per_expert[static_cast<size_t>(i * E + e)] = row[2 + e];
       out.tokens_min = std::min(out.tokens_min, row[2 + e]);
       out.tokens_max = std::max(out.tokens_max, row[2 + e]);
       out.tokens_mean += row[2 + e];

@@ -340,6 +340,10 @@ IterationStats Trainer::train_step() {
   for (const auto& stage : chunks_) stages.push_back(stage.get());
   st.moe = reduce_moe_metrics(model_config_, stages, config_.num_microbatches, groups_.tp.get(), groups_.dp.get(),
                               groups_.pp.get());
+  // Aux-loss-free balancing (Megatron does it in finalize_model_grads): every rank updates its
+  // copies of the biases from the same global counts.
+  if (model_config_.moe.expert_bias)
+    for (auto& stage : chunks_) stage->update_expert_biases(st.moe.tokens_per_expert);
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
   st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());

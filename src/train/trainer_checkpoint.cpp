@@ -7,6 +7,7 @@
 // embedding), and the optimizer state where it lives: with the distributed optimizer each dp rank
 // its own ranges, otherwise dp rank 0. Files are named by world rank; the manifest lists each
 // with its size and checksum.
+#include <algorithm>
 #include <filesystem>
 
 #include "ckpt/checkpoint_dir.h"
@@ -42,6 +43,11 @@ void Trainer::save_checkpoint(const std::string& root) {
         if (!is_counted_copy(p)) continue;  // another rank saves the same values
         if (replica_rank(p) == 0) records.push_back(piece(p, "param", 0, flat(p.value)));
       }
+  // State buffers (MoE expert biases): the same on every rank; the first of each stage saves them.
+  if (groups_.tp->rank() == 0 && groups_.dp->rank() == 0)
+    for (auto& stage : chunks_)
+      for (const auto& [name, bias] : stage->expert_biases())
+        records.push_back(tensor_piece(name, "buffer", bias.shape, ShardSpec{}, 0, 1, 0, bias));
   if (with_optimizer)
     for (const AdamW::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
@@ -93,8 +99,16 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   checkpoint.check_model(model_config_);
   const CheckpointManifest& saved = checkpoint.manifest();
   // Weights: every parameter this rank holds (the tied copy from the embedding's pieces).
-  for (auto& stage : chunks_)
+  for (auto& stage : chunks_) {
     for (ParamStore* store : stage->param_stores()) checkpoint.read_weights(store->params());
+    for (const auto& [name, bias] : stage->expert_biases()) {
+      MT_CHECK(checkpoint.has("buffer", name)) << "checkpoint " << checkpoint.dir() << " has no " << name
+                                               << " (saved without --moe-router-enable-expert-bias?)";
+      Shape shape;
+      const std::vector<float>& whole = checkpoint.whole("buffer", name, bias.shape, shape);
+      std::copy(whole.begin(), whole.end(), bias.f32());
+    }
+  }
   const bool optimizer = !flags.no_load_optim && !flags.finetune;
   if (optimizer) {
     MT_CHECK(saved.optimizer_saved)

@@ -178,6 +178,10 @@ TEST(Checkpoint, MoeResumeIsBitExactAndRecordsTheRouting) {
   m.moe.capacity.drop_policy = MoeDropPolicy::position;
   m.moe.aux_loss_coeff = 1e-2;
   m.moe.z_loss_coeff = 1e-3;
+  // Aux-loss-free balancing: the biases steer the routing, so the resumed run must restore them.
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  m.moe.bias_update_rate = 1e-2f;
   TrainConfig run = short_run(dir.path());
   run.loss_scale.bf16 = true;
   expect_exact_resume(m, run, dir.path());

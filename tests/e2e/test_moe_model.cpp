@@ -8,6 +8,7 @@
 #include "model/gpt.h"
 #include "model/params.h"
 #include "testing.h"
+#include "train/trainer.h"
 
 namespace mt {
 namespace {
@@ -253,6 +254,44 @@ TEST(MoeModel, RefusesWhatCannotWork) {
   refused([](ModelConfig& c) { c.moe.layer_freq = "two"; }, "--moe-layer-freq");
   refused([](ModelConfig& c) { c.moe.expert_bias = true; }, "sigmoid");
   refused([](ModelConfig& c) { c.tensor_model_parallel_size = 2; }, "--sequence-parallel");
+}
+
+// Aux-loss-free balancing: after each step every MoE layer's bias moves by the rate towards
+// balance, bias += rate · sign(mean count − count), from the step's token counts; the logged
+// counts are those (each layer's rows per expert over the global batch).
+TEST(MoeModel, ExpertBiasFollowsTheUpdateRule) {
+  ModelConfig m = test::tiny_gpt(true, 16);
+  m.moe.num_experts = 4;
+  m.moe.router.topk = 2;
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  m.moe.bias_update_rate = 0.25f;
+  TrainConfig run;
+  run.micro_batch_size = 2;
+  run.global_batch_size = 4;
+  run.train_iters = 3;
+  run.eval_iters = 0;
+  run.schedule.lr = 1e-3;
+  Trainer trainer(m, run);
+  std::vector<float> before(8, 0.0f);
+  for (int step = 0; step < 3; ++step) {
+    const IterationStats st = trainer.train_step();
+    const auto& biases = trainer.model().expert_biases();
+    ASSERT_EQ(biases.size(), 2u);
+    for (size_t l = 0; l < 2; ++l) {
+      double mean = 0.0;
+      for (int e = 0; e < 4; ++e) mean += st.moe.tokens_per_expert[l * 4 + e] / 4.0;
+      double total = 0.0;
+      for (int e = 0; e < 4; ++e) {
+        const double count = st.moe.tokens_per_expert[l * 4 + e];
+        total += count;
+        const float want = before[l * 4 + e] + 0.25f * static_cast<float>((mean > count) - (mean < count));
+        EXPECT_EQ(biases[l].second.f32()[e], want) << "layer " << l << " expert " << e << " step " << step;
+        before[l * 4 + e] = biases[l].second.f32()[e];
+      }
+      EXPECT_EQ(total, 4.0 * 16 * 2) << "every token's two choices, summed over the global batch";
+    }
+  }
 }
 
 }  // namespace

@@ -31,6 +31,8 @@ TEST(MoeTrain, TensorSequenceParallelWithWholeExpertsMatchesSingleRank) {
   m.moe.router.score_function = MoeScoreFunction::sigmoid;
   m.moe.router.num_groups = 2;
   m.moe.router.group_topk = 1;
+  m.moe.expert_bias = true;  // its counts summed over the tp ranks' shards
+  m.moe.bias_update_rate = 1e-2f;
   expect_same_curve(m, 2, true);  // dropless: the same tokens reach the same experts
 }
 

@@ -31,6 +31,9 @@ struct MoeWeights {
   TensorView experts_fc1;    // [E_l, f1, h]: this rank's experts' linear_fc1 (f1 = ffn_moe/etp, or twice under SwiGLU)
   TensorView experts_fc2;    // [E_l, h, ffn_moe/etp]
   MlpWeights shared;         // the shared expert: fc1 [f1_shared/t, h], fc2 [h, ffn_shared/t]; empty without one
+  // --moe-router-enable-expert-bias: f32 [E], steers the top-k only; a state buffer updated after
+  // each step from the global token counts (no gradient), so not among all()'s parameters.
+  TensorView expert_bias;
   std::array<TensorView*, 5> all() {
     return {&router_weight, &experts_fc1, &experts_fc2, &shared.fc1_weight, &shared.fc2_weight};
   }
