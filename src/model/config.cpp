@@ -157,9 +157,10 @@ void ModelConfig::finalize_moe() {
   MT_CHECK(!m.capacity.pad_to_capacity || m.capacity.capacity_factor)
       << "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor";
   MT_CHECK(m.aux_loss_coeff >= 0 && m.z_loss_coeff >= 0) << "--moe-aux-loss-coeff and --moe-z-loss-coeff must not be negative";
-  // Not yet (issue 16): the running mean over the global batch this needs.
-  MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss)
-      << "--moe-router-load-balancing-type global_aux_loss is not supported yet; use aux_loss or seq_aux_loss";
+  // A full recomputation's rerun would fold its micro-batch into the running mean a second time.
+  MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss ||
+           recompute_granularity != RecomputeGranularity::full)
+      << "--moe-router-load-balancing-type global_aux_loss with --recompute-granularity full is not supported yet";
   MT_CHECK(ep == 1 || etp == 1) << "--expert-model-parallel-size " << ep << " with --expert-tensor-parallel-size "
                                  << etp << ": experts split both ways are not supported yet; set one of them to 1 "
                                     "(with tensor parallelism, --expert-tensor-parallel-size 1 folds experts over the "

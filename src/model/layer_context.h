@@ -56,6 +56,7 @@ struct LayerContext {
   // losses and tokens per expert (null: not reported, e.g. a recomputation's rerun).
   float aux_loss_scale = 0.0f;
   MoeLayerStats* moe_stats = nullptr;
+  Communicator* dp = nullptr;  // the data-parallel group (--moe-router-load-balancing-type global_aux_loss)
 
   float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
   // Philox index of this rank's first residual-stream element (its rows under sequence parallelism).

@@ -44,6 +44,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
     }
     experts_ = ExpertParallel{options.ep_comm, options.etp_comm, options.etp_ep_comm};
   }
+  dp_ = options.dp_comm;
   const bool experts = config_.mlp_kinds(range_.first_layer, range_.last_layer).moe;
   params_ = std::make_unique<ParamStore>(config_, range_, backend, tracker, ranks, options.ddp,
                                          experts ? ParamSet::dense : ParamSet::all);
@@ -85,7 +86,9 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   moe_stats_.resize(static_cast<size_t>(range_.num_layers()));
   for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
     if (config_.mlp_kind(i) == MlpKind::moe)
-      moe_stats_[static_cast<size_t>(local(i))].tokens_per_expert.resize(static_cast<size_t>(config_.moe.num_experts));
+      for (auto* v : {&moe_stats_[static_cast<size_t>(local(i))].tokens_per_expert,
+                      &moe_stats_[static_cast<size_t>(local(i))].global_counts})
+        v->resize(static_cast<size_t>(config_.moe.num_experts));
   host_labels_.resize(static_cast<size_t>(s_ * b_));
 }
 
@@ -211,6 +214,7 @@ LayerContext Stage::context(const StageInputs& in, uint64_t round, bool dropout,
   ctx.shape = shape_;
   ctx.tp = tp_;
   ctx.experts = experts_;
+  ctx.dp = dp_;
   ctx.total_heads = config_.num_attention_heads;
   ctx.rope_cos = buf_.rope_cos;
   ctx.rope_sin = buf_.rope_sin;

@@ -41,6 +41,7 @@ struct StageOptions {
   Communicator* ep_comm = nullptr;
   Communicator* etp_comm = nullptr;
   Communicator* etp_ep_comm = nullptr;  // etp × ep: the allgather dispatcher's group
+  Communicator* dp_comm = nullptr;      // data parallel: global_aux_loss's counts
   // How the parameter and gradient buffers are laid out (param_layout.h): the dense parameters'
   // over dp; an MoE model's expert weights sit in a buffer of their own over expert-dp.
   DdpConfig ddp;
@@ -172,6 +173,7 @@ class Stage {
   RecomputePlan recompute_;
   TensorParallel tp_;
   ExpertParallel experts_;
+  Communicator* dp_ = nullptr;
   LayerShape shape_;
   Backend& backend_;
   uint64_t seed_ = 1234;

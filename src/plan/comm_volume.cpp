@@ -295,6 +295,13 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     }
     if (t > 1)
       for (const StageRange& range : ranges) tensor_parallel_chunk(terms, layout, range);
+    // global_aux_loss: each MoE layer's counts f32 [E] summed over dp, per micro-batch.
+    if (c.moe.enabled() && c.moe.aux_loss() && c.moe.load_balancing == MoeLoadBalancing::global_aux_loss && dp > 1)
+      for (const StageRange& range : ranges)
+        for (int64_t i = range.first_layer; i < range.last_layer; ++i)
+          if (c.mlp_kind(i) == MlpKind::moe)
+            terms.add(CommGroup::dp, "global load-balancing counts", all_reduce, layout.num_microbatches,
+                      4 * c.moe.num_experts);
     pipeline_messages(terms, layout, pipeline.train.ranks.at(static_cast<size_t>(r)));
     for (const StageRange& range : ranges) gradient_sync_chunk(terms, layout, range, embedding_group);
     // The loss sums (Σ loss, Σ mask: two f64) over dp, then over the pipeline.

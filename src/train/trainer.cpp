@@ -159,6 +159,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   stage_options.ep_comm = groups_.ep.get();
   stage_options.etp_comm = groups_.etp.get();
   stage_options.etp_ep_comm = groups_.etp_ep.get();
+  stage_options.dp_comm = groups_.dp.get();
   stage_options.threads = layout.threads;
   stage_options.ddp = layout.ddp;
   const DdpConfig& ddp = layout.ddp;

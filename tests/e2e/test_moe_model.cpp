@@ -294,5 +294,35 @@ TEST(MoeModel, ExpertBiasFollowsTheUpdateRule) {
   }
 }
 
+// global_aux_loss weighs the running mean of the counts over the global batch's micro-batches
+// (and data-parallel ranks): with one micro-batch per iteration on one rank that is the micro-batch's
+// own counts, so it trains exactly as aux_loss does; with two it differs.
+TEST(MoeModel, GlobalAuxLossIsTheRunningMeanOfTheCounts) {
+  const auto curve = [](MoeLoadBalancing balancing, int64_t global_batch) {
+    ModelConfig m = test::tiny_gpt(true, 16);
+    m.moe.num_experts = 4;
+    m.moe.aux_loss_coeff = 0.5;  // large, so the loss shapes training visibly
+    m.moe.load_balancing = balancing;
+    TrainConfig run;
+    run.micro_batch_size = 2;
+    run.global_batch_size = global_batch;
+    run.train_iters = 4;
+    run.eval_iters = 0;
+    run.schedule.lr = 1e-2;
+    Trainer trainer(m, run);
+    std::vector<double> out;
+    for (int i = 0; i < 4; ++i) {
+      const IterationStats st = trainer.train_step();
+      out.push_back(st.loss);
+      EXPECT_EQ(st.moe.losses.at(0).first, balancing == MoeLoadBalancing::global_aux_loss ? "global_load_balancing_loss"
+                                                                                            : "load_balancing_loss");
+      out.push_back(st.moe.losses.at(0).second);
+    }
+    return out;
+  };
+  EXPECT_EQ(curve(MoeLoadBalancing::global_aux_loss, 2), curve(MoeLoadBalancing::aux_loss, 2));
+  EXPECT_NE(curve(MoeLoadBalancing::global_aux_loss, 4), curve(MoeLoadBalancing::aux_loss, 4));
+}
+
 }  // namespace
 }  // namespace mt

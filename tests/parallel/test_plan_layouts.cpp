@@ -161,7 +161,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .recompute = RecomputeGranularity::selective,
        .recompute_mlp = true,
        .moe_layers = "1"},
-      {.name = "MoE, ep 2 (alltoall, capacity), distributed optimizer over dp and expert-dp, bf16",
+      {.name = "MoE, ep 2 (alltoall, capacity, global aux loss), distributed optimizer over dp and expert-dp, bf16",
        .llama = true,
        .bf16 = true,
        .distributed = true,
@@ -201,6 +201,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
       if (l.ep > 1) {
         m.moe.dispatcher = MoeDispatcher::alltoall;
         m.moe.capacity.capacity_factor = 1.25;
+        m.moe.load_balancing = MoeLoadBalancing::global_aux_loss;  // its counts summed over dp
       }
       if (l.tp > 1) {
         m.moe.shared_expert_intermediate_size = 32;

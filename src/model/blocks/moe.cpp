@@ -11,8 +11,9 @@ namespace mt {
 
 void MoeLayerStats::reset() {
   aux_loss = z_loss = choices = dropped = 0.0;
-  micro_batches = 0;
+  micro_batches = global_steps = 0;
   std::fill(tokens_per_expert.begin(), tokens_per_expert.end(), 0.0);
+  std::fill(global_counts.begin(), global_counts.end(), 0.0);
 }
 
 ExpertParallel moe_group_sizes(const ModelConfig& c) {
@@ -47,7 +48,26 @@ bool has_shared_expert(const ModelConfig& c) { return c.moe.shared_expert_interm
 
 // N of the load-balancing loss: the micro-batch's tokens (per sequence for seq_aux_loss), all
 // tensor-parallel shards together.
-int64_t aux_loss_tokens(const LayerContext& ctx, const TensorView& counts) { return ctx.shape.rows() / counts.shape[0]; }
+int64_t aux_loss_tokens(const LayerContext& ctx, const TensorView& counts) {
+  const bool global = ctx.config->moe.load_balancing == MoeLoadBalancing::global_aux_loss;
+  return ctx.shape.rows() / counts.shape[0] * (global && ctx.dp ? ctx.dp->size() : 1);
+}
+
+// The load-balancing counts of this micro-batch: over its tokens on every tensor-parallel rank
+// (their sequence shards), and for global_aux_loss over the data-parallel ranks too, as the
+// running mean over the global batch's micro-batches so far (Megatron's global tokens tracker).
+void reduce_aux_counts(const LayerContext& ctx, const TensorView& counts) {
+  if (ctx.tp.sp()) ctx.tp.comm->all_reduce(counts, ReduceOp::sum);
+  if (ctx.config->moe.load_balancing != MoeLoadBalancing::global_aux_loss) return;
+  MT_CHECK(ctx.moe_stats != nullptr) << "global_aux_loss: the running counts live in the layer's MoeLayerStats";
+  if (ctx.dp && ctx.dp->size() > 1) ctx.dp->all_reduce(counts, ReduceOp::sum);
+  MoeLayerStats& s = *ctx.moe_stats;
+  ++s.global_steps;
+  for (int64_t e = 0; e < counts.numel(); ++e) {
+    s.global_counts[static_cast<size_t>(e)] += counts.f32()[e];
+    counts.f32()[e] = static_cast<float>(s.global_counts[static_cast<size_t>(e)] / static_cast<double>(s.global_steps));
+  }
+}
 
 void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorView& scores, const TensorView& counts) {
   const MoeConfig& m = ctx.config->moe;
@@ -144,7 +164,7 @@ void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorVie
     // Training only (a backward follows). The counts the loss weighs the scores by: over the whole
     // micro-batch's tokens, so summed over the tensor-parallel ranks' sequence shards.
     moe_aux_scores_fwd(sc.aux_scores, saved.aux_counts, saved.logits, m.router.topk, m.router.score_function);
-    if (ctx.tp.sp()) ctx.tp.comm->all_reduce(saved.aux_counts, ReduceOp::sum);
+    reduce_aux_counts(ctx, saved.aux_counts);
   }
   // Tokens to their experts' ranks, the experts, and their outputs back, weighted.
   const ExpertDispatchOptions options = moe_dispatch_options(c, inp.shape[0]);

@@ -82,6 +82,10 @@ struct MoeLayerStats {
   std::vector<double> tokens_per_expert;  // [E] rows each expert ran (padding included)
   double choices = 0.0;   // token-expert choices the router made (Nl·k per micro-batch)
   double dropped = 0.0;   // of them, dropped by the capacity
+  // global_aux_loss: Σ over this iteration's micro-batches of the counts summed over tp × dp, and
+  // how many micro-batches (the loss weighs the running mean).
+  std::vector<double> global_counts;  // [E]
+  int64_t global_steps = 0;
   void reset();
 };
 
