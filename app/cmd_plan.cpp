@@ -59,7 +59,8 @@ nlohmann::ordered_json sent_by_group(const StepComm& step) {
           {"sp", sp.sent_bytes(t)},
           {"pp", step.sent_bytes(CommGroup::pp)},
           {"embedding", step.sent_bytes(CommGroup::embedding)},
-          {"dp", step.sent_bytes(CommGroup::dp)}};
+          {"dp", step.sent_bytes(CommGroup::dp)},
+          {"expert-dp", step.sent_bytes(CommGroup::expert_dp)}};
 }
 
 // Megatron's bubble: idle time over ideal compute time, (p - 1) / (v · m) with forward and

@@ -102,7 +102,9 @@ LayoutEstimate estimate_layout(const TrainingLayout& layout, const PipelinePlan&
     const double tp_s = r.sent_bytes(CommGroup::tp) / bandwidth(device, tp, 1);
     const double pp_s = (r.sent_bytes(CommGroup::pp) + r.sent_bytes(CommGroup::embedding)) /
                         bandwidth(device, pp, tp * dp);
-    double dp_s = r.sent_bytes(CommGroup::dp) / bandwidth(device, dp, tp);
+    const int expert_dp = r.size(CommGroup::expert_dp);  // its members lie etp·ep = tp·dp/expert_dp apart
+    double dp_s = r.sent_bytes(CommGroup::dp) / bandwidth(device, dp, tp) +
+                  r.sent_bytes(CommGroup::expert_dp) / bandwidth(device, expert_dp, tp * dp / expert_dp);
     if (layout.ddp.overlap_grad_reduce) dp_s = std::max(0.0, dp_s - 2.0 / 3.0 * e.compute_s);
     comm = std::max(comm, tp_s + pp_s + dp_s);
   }

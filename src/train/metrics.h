@@ -39,6 +39,7 @@ struct IterationStats {
   // and the tied embedding's all-reduce) and data-parallel groups (an MoE model's expert-dp
   // included), as ring algorithms send them (CommTotals::sent_bytes).
   double tp_bytes_sent = 0.0, pp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
+  double ep_bytes_sent = 0.0;   // MoE: the token dispatchers' (over ep, etp and etp × ep)
   MoeIterationMetrics moe;      // MoE models only
 };
 
@@ -80,7 +81,9 @@ std::string format_validation_block(const std::string& prefix, double lm_loss);
 // " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.23 MB | pp 0 B |
 // dp 45.6 MB |" (decimal units: B, kB, MB, GB). Megatron does not print it; its users ask where
 // their time goes.
-std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes);
+// An MoE model adds " ep ... |": the token dispatchers' exchanges over ep, etp and etp × ep.
+std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes,
+                             std::optional<double> ep_bytes = std::nullopt);
 
 // "[progress] iteration i/N (p%) | elapsed h:mm:ss | remaining ~h:mm:ss", extrapolating the
 // average wall time per iteration so far.
@@ -103,6 +106,7 @@ class IntervalAccumulator {
   double mean_tp_bytes() const { return per_iteration(tp_bytes_); }
   double mean_pp_bytes() const { return per_iteration(pp_bytes_); }
   double mean_dp_bytes() const { return per_iteration(dp_bytes_); }
+  double mean_ep_bytes() const { return per_iteration(ep_bytes_); }
   // The MoE losses' means over the advanced iterations.
   std::vector<std::pair<std::string, double>> mean_moe_losses() const;
   void reset() { *this = IntervalAccumulator(); }
@@ -111,7 +115,7 @@ class IntervalAccumulator {
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
   double loss_sum_ = 0.0;
   std::vector<std::pair<std::string, double>> moe_loss_sums_;
-  double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0;
+  double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0, ep_bytes_ = 0.0;
   double per_iteration(double total) const { return total / std::max<double>(1.0, static_cast<double>(iterations())); }
 };
 

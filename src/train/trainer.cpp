@@ -134,6 +134,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   tp_counter_ = counted(groups_.tp);
   dp_counter_ = counted(groups_.dp);
   expert_dp_counter_ = counted(groups_.expert_dp);
+  for (auto* group : {&groups_.ep, &groups_.etp, &groups_.etp_ep}) dispatch_counters_.push_back(counted(*group));
   pp_counter_ = counted(groups_.pp);
   embedding_counter_ = counted(groups_.embedding);
   if (config_.eval_iters > 0) {
@@ -308,6 +309,8 @@ IterationStats Trainer::train_step() {
   const CommTotals tp_before = tp_counter_->totals(), pp_before = pp_counter_->totals(),
                    embedding_before = embedding_counter_->totals(), dp_before = dp_counter_->totals(),
                    expert_dp_before = expert_dp_counter_->totals();
+  double dispatch_before = 0.0;
+  for (const CountingCommunicator* c : dispatch_counters_) dispatch_before += c->totals().sent_bytes(c->size());
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
   IterationStats st;
@@ -348,6 +351,8 @@ IterationStats Trainer::train_step() {
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
   st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
+  for (const CountingCommunicator* c : dispatch_counters_) st.ep_bytes_sent += c->totals().sent_bytes(c->size());
+  st.ep_bytes_sent -= dispatch_before;
   st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size()) +
                      (expert_dp_counter_->totals() - expert_dp_before).sent_bytes(expert_dp_counter_->size());
   st.elapsed_ms = ms_since(start);
@@ -438,7 +443,9 @@ TrainResult Trainer::run(const LogFn& log) {
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));
-      if (world_size > 1) log(format_comm_line(interval.mean_tp_bytes(), interval.mean_pp_bytes(), interval.mean_dp_bytes()));
+      if (world_size > 1)
+        log(format_comm_line(interval.mean_tp_bytes(), interval.mean_pp_bytes(), interval.mean_dp_bytes(),
+                             model_config_.moe.enabled() ? std::optional(interval.mean_ep_bytes()) : std::nullopt));
       if (model_config_.moe.enabled()) log(format_moe_line(st.moe));
       if (!first) {
         interval.reset();

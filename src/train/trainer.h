@@ -160,6 +160,9 @@ class Trainer {
   CountingCommunicator* tp_counter_ = nullptr;
   CountingCommunicator* dp_counter_ = nullptr;
   CountingCommunicator* expert_dp_counter_ = nullptr;
+  // The token dispatchers' groups (ep, etp, etp × ep): reported, not planned (dropless routing's
+  // volume depends on the data).
+  std::vector<CountingCommunicator*> dispatch_counters_;
   CountingCommunicator* pp_counter_ = nullptr;
   CountingCommunicator* embedding_counter_ = nullptr;
   ModelConfig model_config_;

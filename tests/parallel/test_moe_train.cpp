@@ -101,5 +101,18 @@ TEST(MoeTrain, FoldedExpertParallelUnderTensorParallelMatchesSingleRank) {
   expect_same_curve(m, 2, true);
 }
 
+// Expert tensor parallelism (Megatron's default etp = tp): every expert split over the two
+// tensor-parallel ranks (fc1 by rows, fc2 by columns), the tokens of both sequence shards gathered
+// to them and the partial outputs summed back; both dispatchers.
+TEST(MoeTrain, ExpertTensorParallelMatchesSingleRank) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::alltoall, MoeDispatcher::allgather}) {
+    ModelConfig m = moe_style();
+    m.moe.expert_tensor_parallel_size = 2;
+    m.moe.dispatcher = dispatcher;
+    expect_same_curve(m, 2, true);
+  }
+}
+
 }  // namespace
 }  // namespace mt::test
