@@ -161,10 +161,7 @@ void ModelConfig::finalize_moe() {
   MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss ||
            recompute_granularity != RecomputeGranularity::full)
       << "--moe-router-load-balancing-type global_aux_loss with --recompute-granularity full is not supported yet";
-  MT_CHECK(ep == 1 || etp == 1) << "--expert-model-parallel-size " << ep << " with --expert-tensor-parallel-size "
-                                 << etp << ": experts split both ways are not supported yet; set one of them to 1 "
-                                    "(with tensor parallelism, --expert-tensor-parallel-size 1 folds experts over the "
-                                    "tensor-parallel ranks)";
+
 }
 
 MoeExpertsOptions ModelConfig::moe_experts_options() const {

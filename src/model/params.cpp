@@ -98,12 +98,17 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
 ParamStore::ParamStore(const ModelConfig& config, Backend& backend, MemoryTracker* tracker, int tp_rank)
     : ParamStore(config, StageRange::whole(config), backend, tracker, tp_rank) {}
 
+Shape ShardRanks::Split::local(const Shape& whole) const {
+  Shape s = shard_shape(whole, shard, size);
+  MT_CHECK(s.dims[0] % parts == 0) << "cannot split the " << s.dims[0] << " experts of " << whole.str() << " over "
+                                   << parts << " expert-parallel ranks";
+  s.dims[0] /= parts;
+  return s;
+}
+
 ShardRanks::Split ShardRanks::of(const ParamSpec& spec) const {
   if (!spec.expert) return {spec.shard, tp, tp_rank};
-  if (ep == 1) return {spec.shard, etp, etp_rank};
-  MT_CHECK(etp == 1) << "experts split over both --expert-model-parallel-size " << ep
-                     << " and --expert-tensor-parallel-size " << etp << " are not supported yet";
-  return {ShardSpec{0, 1}, ep, ep_rank};
+  return {spec.shard, etp, etp_rank, ep, ep_rank};
 }
 
 ShardRanks shard_sizes(const ModelConfig& c) {
@@ -168,8 +173,8 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
     const BufferRange at = layout_.params[i];
     params_.push_back({s.name, values.rows(at.start, at.numel()).reshape(local),
                        grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape,
-                       split.shard, split.size, split.rank, s.sequence_parallel && t > 1, s.shared_embedding,
-                       s.shared_embedding && !range.embedding, at.start, s.expert});
+                       split.shard, split.size, split.rank, split.offset(s.shape), s.sequence_parallel && t > 1,
+                       s.shared_embedding, s.shared_embedding && !range.embedding, at.start, s.expert});
   }
   // Parameters are registered embedding, layer by layer, head: find where each group starts.
   size_t index = 0;
@@ -197,7 +202,8 @@ void ParamStore::init(uint64_t seed) {
     // any order and every parallel layout starts from the same weights.
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      const auto index = static_cast<uint64_t>(shard_global_index(p.full_shape, p.shard, p.shard_size, p.shard_rank, i));
+      const auto index = static_cast<uint64_t>(
+          shard_global_index(p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + i));
       switch (p.init) {
         case InitKind::normal:
         case InitKind::scaled_normal: host[i] = static_cast<float>(std * rng.normal(index)); break;

@@ -39,18 +39,23 @@ struct ParamSpec {
 // over dp) or the routed experts' weights (reduced over expert-dp).
 enum class ParamSet { all, dense, experts };
 
-// This rank's place in the groups parameters are split over. A tensor is split over one group at
-// most: dense tensors over tp by their ShardSpec; expert weights over ep along the experts, or
-// (one expert-parallel rank) over etp by their ShardSpec (fc1's rows, fc2's columns).
+// This rank's place in the groups parameters are split over: dense tensors over tp by their
+// ShardSpec; expert weights [E, out, in] over etp by theirs (fc1's rows, fc2's columns), of which
+// each ep rank holds the E/ep experts of its own: a contiguous range of the etp shard (experts
+// come first), so the split is still one ShardSpec plus an offset into the shard.
 struct ShardRanks {
   int tp = 1, tp_rank = 0;
   int ep = 1, ep_rank = 0;
   int etp = 1, etp_rank = 0;
-  // The split a parameter of `spec` gets here: the ShardSpec, the group size and this rank in it.
+  // The split a parameter of `spec` gets here: the ShardSpec, the group size and this rank in it,
+  // and (experts) how many leading experts of the shard the ep ranks before this one hold.
   struct Split {
     ShardSpec shard;
     int size = 1, rank = 0;
-    Shape local(const Shape& whole) const { return shard_shape(whole, shard, size); }
+    int parts = 1;  // ep: the shard's experts in this many equal parts, this rank holding part `part`
+    int part = 0;
+    Shape local(const Shape& whole) const;
+    int64_t offset(const Shape& whole) const { return part * local(whole).numel(); }  // in the shard
   };
   Split of(const ParamSpec& spec) const;
 };
@@ -86,7 +91,8 @@ struct Param {
   bool weight_decay = true;  // Megatron excludes biases and 1-D (norm) parameters from decay
   Shape full_shape;          // the whole tensor; value/grad hold this rank's shard of it
   ShardSpec shard;           // how it is split over shard_size ranks, this one shard_rank
-  int shard_size = 1, shard_rank = 0;  // the tensor-parallel group (dense) or ep / etp (experts)
+  int shard_size = 1, shard_rank = 0;  // the tensor-parallel group (dense) or etp (experts)
+  int64_t shard_offset = 0;  // where value/grad start in that shard (experts: this ep rank's experts)
   // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
   // the gradient is a partial sum until it is all-reduced over the tp group.
   bool sequence_parallel = false;

@@ -38,7 +38,7 @@ void CheckpointReader::read(const std::string& kind, const Param& p, int64_t beg
                             const TensorView& dst) {
   Shape shape;
   const std::vector<float>& whole = tensors_.whole(kind, p.name, p.full_shape, shape);
-  take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, begin, dst, p.name);
+  take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + begin, dst, p.name);
 }
 
 void CheckpointReader::read_weights(const std::vector<Param>& params) {

@@ -20,7 +20,7 @@ namespace mt {
 namespace {
 
 TensorRecord piece(const Param& p, const char* kind, int64_t begin, const TensorView& data) {
-  return tensor_piece(p.name, kind, p.full_shape, p.shard, p.shard_rank, p.shard_size, begin, data);
+  return tensor_piece(p.name, kind, p.full_shape, p.shard, p.shard_rank, p.shard_size, p.shard_offset + begin, data);
 }
 
 TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }

@@ -115,6 +115,49 @@ TEST(CheckpointLayouts, ReshardedRunsContinueTheSingleRankCurve) {
   }
 }
 
+// An MoE model's expert shards: saved under expert parallelism (2 ranks: ep 2; 4 ranks: tp 2 + sp
+// with experts split over ep 2 x etp 2, the distributed optimizer over dp and expert-dp) and resumed
+// under the same layout bit for bit, and loaded by each rank alone onto the single-rank curve.
+TEST(CheckpointLayouts, MoeExpertShardsResumeAndReshard) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  ModelConfig single = llama_style();
+  single.num_layers = 2;
+  single.moe.num_experts = 4;
+  single.moe.ffn_hidden_size = 48;
+  single.moe.aux_loss_coeff = 1e-2;
+  single.moe.router.score_function = MoeScoreFunction::sigmoid;
+  single.moe.expert_bias = true;
+  single.moe.bias_update_rate = 1e-2f;
+  single.moe.expert_tensor_parallel_size = 1;
+  ModelConfig m = single;
+  m.moe.expert_model_parallel_size = 2;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  SharedDir dir;
+  TrainConfig save = saving_run(dir.path(), 10), load = loading_run(dir.path(), 10);
+  if (world().size() == 4) {
+    m.tensor_model_parallel_size = 2;
+    m.sequence_parallel = true;
+    m.moe.expert_tensor_parallel_size = 2;
+    save.use_distributed_optimizer = load.use_distributed_optimizer = true;
+  }
+  const TrainResult whole = Trainer(m, save, &world()).run([](const std::string&) {});
+  Trainer resumed(m, load, &world());
+  ASSERT_EQ(resumed.load_checkpoint(dir.path()), 5);
+  const TrainResult got = resumed.run([](const std::string&) {});
+  const TrainResult want = Trainer(single, saving_run("", 10)).run([](const std::string&) {});
+  Trainer alone(single, loading_run(dir.path(), 10));  // each rank by itself
+  ASSERT_EQ(alone.load_checkpoint(dir.path()), 5);
+  const TrainResult from_parallel = alone.run([](const std::string&) {});
+  ASSERT_EQ(got.iterations.size(), 5u);
+  ASSERT_EQ(from_parallel.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got.iterations[i].loss, whole.iterations[i + 5].loss) << "iteration " << i + 6;
+    EXPECT_EQ(got.iterations[i].grad_norm, whole.iterations[i + 5].grad_norm) << "iteration " << i + 6;
+    const double reference = want.iterations[i + 5].loss;
+    EXPECT_NEAR(from_parallel.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
+  }
+}
+
 // `megatron convert`'s offline reshard: a single-rank checkpoint rewritten for the job's (tp, pp)
 // loads under that layout exactly as the original does (the same whole tensors, so the same bits).
 TEST(CheckpointLayouts, OfflineReshardedFilesLoadUnderTheirLayout) {

@@ -103,13 +103,16 @@ TEST(MoeTrain, FoldedExpertParallelUnderTensorParallelMatchesSingleRank) {
 
 // Expert tensor parallelism (Megatron's default etp = tp): every expert split over the two
 // tensor-parallel ranks (fc1 by rows, fc2 by columns), the tokens of both sequence shards gathered
-// to them and the partial outputs summed back; both dispatchers.
+// to them and the partial outputs summed back; both dispatchers; on 4 ranks also ep 2 x etp 2.
 TEST(MoeTrain, ExpertTensorParallelMatchesSingleRank) {
   if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
   for (const MoeDispatcher dispatcher : {MoeDispatcher::alltoall, MoeDispatcher::allgather}) {
     ModelConfig m = moe_style();
     m.moe.expert_tensor_parallel_size = 2;
     m.moe.dispatcher = dispatcher;
+    expect_same_curve(m, 2, true);
+    if (world().size() != 4) continue;
+    m.moe.expert_model_parallel_size = 2;  // and split over ep 2 x etp 2 (expert-dp 1)
     expect_same_curve(m, 2, true);
   }
 }

@@ -93,7 +93,7 @@ inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, cons
         for (const Param& p : store->params()) {
           const Param& q = reference.model().param(p.name);
           for (int64_t i = 0; i < p.value.numel(); ++i) {
-            const int64_t at = shard_global_index(p.full_shape, p.shard, p.shard_size, p.shard_rank, i);
+            const int64_t at = shard_global_index(p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + i);
             worst_weight = std::max(worst_weight, std::fabs(double(p.value.f32()[i]) - q.value.f32()[at]));
           }
         }
