@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "ops/attention.h"
-#include "ops/moe_router.h"
 #include "ops/elementwise.h"
+#include "ops/moe_router.h"
 
 namespace mt {
 
@@ -58,21 +58,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
           if (p.name == name) return grads ? p.grad : p.value;
       return TensorView();
     });
-  if (config_.moe.expert_bias) {
-    std::vector<int64_t> layers;
-    for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
-      if (config_.mlp_kind(i) == MlpKind::moe) layers.push_back(i);
-    const int64_t E = config_.moe.num_experts;
-    state_ = std::make_unique<Arena>(backend, MemCategory::weights,
-                                     layers.size() * ((4 * static_cast<size_t>(E) + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign), tracker);
-    for (const int64_t i : layers) {
-      const TensorView bias = state_->alloc(DType::f32, {E});
-      values_.layers[static_cast<size_t>(local(i))].moe.expert_bias = bias;
-      expert_biases_.emplace_back("decoder.layers." + std::to_string(i) + ".mlp.router.expert_bias", bias);
-    }
-    state_->zero_used();
-    host_counts_.resize(static_cast<size_t>(E));
-  }
+  if (config_.moe.expert_bias) carve_expert_biases(backend, tracker);
   // Carve once on measuring arenas to learn the exact sizes, then for real.
   const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
   const StageBufferBytes bytes = measure_stage_buffers(geometry);
@@ -110,13 +96,29 @@ void Stage::init_params(uint64_t seed) {
   if (state_) state_->zero_used();
 }
 
+void Stage::carve_expert_biases(Backend& backend, MemoryTracker* tracker) {
+  const int64_t E = config_.moe.num_experts;
+  const size_t bytes = (4 * static_cast<size_t>(E) + Arena::kAlign - 1) / Arena::kAlign * Arena::kAlign;
+  for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)
+    if (config_.mlp_kind(i) == MlpKind::moe) bias_layers_.push_back(i);
+  state_ = std::make_unique<Arena>(backend, MemCategory::weights, bias_layers_.size() * bytes, tracker);
+  for (const int64_t i : bias_layers_) {
+    const TensorView bias = state_->alloc(DType::f32, {E});
+    values_.layers[static_cast<size_t>(local(i))].moe.expert_bias = bias;
+    expert_biases_.emplace_back("decoder.layers." + std::to_string(i) + ".mlp.router.expert_bias", bias);
+  }
+  state_->zero_used();
+  host_counts_.resize(static_cast<size_t>(E));
+}
+
 void Stage::update_expert_biases(const std::vector<double>& tokens_per_expert) {
   const int64_t E = config_.moe.num_experts;
   MT_CHECK(static_cast<int64_t>(tokens_per_expert.size()) == config_.num_layers * E)
       << "expert-bias update: " << tokens_per_expert.size() << " counts for " << config_.num_layers << " layers of " << E
       << " experts";
-  for (const auto& [name, bias] : expert_biases_) {
-    const int64_t layer = std::stoll(name.substr(std::string("decoder.layers.").size()));
+  for (size_t k = 0; k < bias_layers_.size(); ++k) {
+    const int64_t layer = bias_layers_[k];
+    const TensorView& bias = expert_biases_[k].second;
     for (int64_t e = 0; e < E; ++e)
       host_counts_[static_cast<size_t>(e)] = static_cast<float>(tokens_per_expert[static_cast<size_t>(layer * E + e)]);
     moe_expert_bias_update(bias, TensorView(host_counts_.data(), DType::f32, {E}), config_.moe.bias_update_rate);

@@ -136,6 +136,7 @@ class Stage {
 
  private:
   StageSlot& slot_at(int slot, const char* op);
+  void carve_expert_biases(Backend& backend, MemoryTracker* tracker);
   void load_inputs(StageInputs& in, const MicroBatch& batch, const char* op);
   LayerContext context(const StageInputs& in, uint64_t round, bool dropout, int64_t layer) const;
   bool mixed() const { return config_.params_dtype != DType::f32; }
@@ -182,6 +183,7 @@ class Stage {
   GptTensors values_, grads_;  // views by role over both stores
   std::unique_ptr<Arena> state_;  // the expert biases
   std::vector<std::pair<std::string, TensorView>> expert_biases_;
+  std::vector<int64_t> bias_layers_;  // the global layer of each
   std::vector<float> host_counts_;  // [E], for the bias update
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
