@@ -123,12 +123,36 @@ ModelConfig llama_from_hf(const nlohmann::json& j, const std::string& path) {
   return c;
 }
 
+// Mixtral: Llama's layers with every MLP a dropless top-k mixture of intermediate_size experts.
+ModelConfig mixtral_from_hf(const nlohmann::json& j, const std::string& path) {
+  ModelConfig c = llama_from_hf(j, path);
+  MT_CHECK(field<std::string>(j, "hidden_act", "silu", path) == "silu") << path << ": Mixtral's experts are SwiGLU";
+  MT_CHECK(!j.contains("sliding_window") || j.at("sliding_window").is_null())
+      << path << ": sliding_window " << j.at("sliding_window").dump() << " is not supported (full causal attention)";
+  c.moe.num_experts = required<int64_t>(j, "num_local_experts", path);
+  c.moe.router.topk = field<int64_t>(j, "num_experts_per_tok", 2, path);
+  c.moe.ffn_hidden_size = c.ffn_hidden_size;
+  c.moe.aux_loss_coeff = field<double>(j, "router_aux_loss_coef", 0.0, path);
+  return c;
+}
+
 }  // namespace
 
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
-  MT_CHECK(!c.moe.enabled()) << "a mixture-of-experts model (--num-experts " << c.moe.num_experts
-                             << ") has no Hugging Face counterpart here yet: export and import support dense "
-                                "GPT2LMHeadModel and LlamaForCausalLM models";
+  if (c.moe.enabled()) {
+    const MoeConfig& m = c.moe;
+    const bool llama_like = c.normalization == Normalization::rmsnorm &&
+                            c.position_embedding_type == PositionEmbedding::rope && c.activation == Activation::swiglu;
+    bool every_layer = true;
+    for (int64_t i = 0; i < c.num_layers; ++i) every_layer = every_layer && c.mlp_kind(i) == MlpKind::moe;
+    MT_CHECK(llama_like && every_layer && m.shared_expert_intermediate_size == 0 && !c.add_bias_linear &&
+             m.router.score_function == MoeScoreFunction::softmax && !m.router.pre_softmax &&
+             m.router.scaling_factor == 0.0f && m.router.num_groups == 0 && !m.expert_bias && !m.capacity.capacity_factor)
+        << "this mixture-of-experts model has no Hugging Face counterpart here: export supports "
+           "MixtralForCausalLM (RMSNorm, RoPE, SwiGLU experts in every layer, no shared expert, no biases, softmax "
+           "over the chosen experts without scaling, groups, expert bias or capacity)";
+    return HfArchitecture::mixtral;
+  }
   if (c.normalization == Normalization::layernorm && c.position_embedding_type == PositionEmbedding::learned_absolute &&
       c.activation != Activation::swiglu) {
     MT_CHECK(c.add_bias_linear) << "GPT2LMHeadModel has biases in every linear layer; this model was trained with "
@@ -148,7 +172,12 @@ HfArchitecture hf_architecture_of(const ModelConfig& c) {
 }
 
 const char* hf_architecture_name(HfArchitecture a) {
-  return a == HfArchitecture::gpt2 ? "GPT2LMHeadModel" : "LlamaForCausalLM";
+  switch (a) {
+    case HfArchitecture::gpt2: return "GPT2LMHeadModel";
+    case HfArchitecture::llama: return "LlamaForCausalLM";
+    case HfArchitecture::mixtral: return "MixtralForCausalLM";
+  }
+  return "?";
 }
 
 nlohmann::json hf_config(const ModelConfig& c, DType dtype) {
@@ -193,6 +222,14 @@ nlohmann::json hf_config(const ModelConfig& c, DType dtype) {
               {"attention_dropout", 0.0},  // HF's default (see GPT-2's)
               {"pretraining_tp", 1}});
   }
+  if (arch == HfArchitecture::mixtral)
+    j.update({{"model_type", "mixtral"},
+              {"intermediate_size", c.moe.ffn_hidden_size},
+              {"num_local_experts", c.moe.num_experts},
+              {"num_experts_per_tok", c.moe.router.topk},
+              {"router_aux_loss_coef", c.moe.aux_loss_coeff},
+              {"output_router_logits", false},
+              {"sliding_window", nullptr}});
   return j;
 }
 
@@ -204,9 +241,11 @@ ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string
     c = gpt2_from_hf(config, path);
   else if (type == "llama")
     c = llama_from_hf(config, path);
+  else if (type == "mixtral")
+    c = mixtral_from_hf(config, path);
   else
-    MT_FAIL() << path << ": model_type \"" << type << "\" is not supported; import reads gpt2 (GPT2LMHeadModel) "
-              << "and llama (LlamaForCausalLM)";
+    MT_FAIL() << path << ": model_type \"" << type << "\" is not supported; import reads gpt2 (GPT2LMHeadModel), "
+              << "llama (LlamaForCausalLM) and mixtral (MixtralForCausalLM)";
   c.seq_length = c.max_position_embeddings;
   c.make_vocab_size_divisible_by = 128;
   return c;
@@ -270,6 +309,21 @@ void HfParamMap::name_tensors(const ModelConfig& c, const std::string& name, con
   if (rest.rfind("self_attention.linear_proj.", 0) == 0) {
     if (gpt2) return transposed(prefix + "attn.c_proj." + kind);
     return one(prefix + "self_attn.o_proj." + kind, shape);
+  }
+  if (rest == "mlp.router.weight") return one(prefix + "block_sparse_moe.gate.weight", shape);
+  // Stacked experts, expert after expert: each one's w1 and w3 (fc1's gate and up halves), or w2.
+  if (rest == "mlp.experts.linear_fc1.weight" || rest == "mlp.experts.linear_fc2.weight") {
+    const bool fc1 = rest == "mlp.experts.linear_fc1.weight";
+    for (int64_t e = 0; e < shape.dims[0]; ++e) {
+      const std::string expert = prefix + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      if (!fc1) {
+        one(expert + "w2.weight", {shape.dims[1], shape.dims[2]});
+        continue;
+      }
+      one(expert + "w1.weight", {shape.dims[1] / 2, shape.dims[2]});
+      one(expert + "w3.weight", {shape.dims[1] / 2, shape.dims[2]});
+    }
+    return;
   }
   if (rest.rfind("mlp.linear_fc1.", 0) == 0) {
     if (gpt2) return transposed(prefix + "mlp.c_fc." + kind);

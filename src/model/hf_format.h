@@ -5,6 +5,9 @@
 //                     its Conv1D weights are stored [in, out].
 //   LlamaForCausalLM: RMSNorm, RoPE (HF's rotate-half form, which Megatron uses too, so no
 //                     permutation of q and k), SwiGLU, grouped-query attention, optional biases.
+//   MixtralForCausalLM: Llama's attention with every MLP a dropless top-k mixture of SwiGLU
+//                     experts, softmax over the chosen k; Megatron's stacked experts.linear_fc1
+//                     [E, 2f, h] is each expert's w1 (gate) then w3 (up), linear_fc2 [E, h, f] its w2.
 // Megatron's fused linear_qkv holds, per query group, its n/g query heads, then the group's key
 // head, then its value head; HF keeps q, k and v apart (Llama) or concatenated as [q | k | v]
 // (GPT-2's c_attn). SwiGLU's linear_fc1 is [gate; up] (HF's gate_proj and up_proj). Megatron's
@@ -22,11 +25,11 @@
 
 namespace mt {
 
-enum class HfArchitecture { gpt2, llama };
+enum class HfArchitecture { gpt2, llama, mixtral };
 
 // The HF architecture of c (finalized), or mt::Error naming what neither has.
 HfArchitecture hf_architecture_of(const ModelConfig& c);
-const char* hf_architecture_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM"
+const char* hf_architecture_name(HfArchitecture a);  // "GPT2LMHeadModel", "LlamaForCausalLM", ...
 // config.json of c, its tensors stored in `dtype` (f32, bf16 or f16).
 nlohmann::json hf_config(const ModelConfig& c, DType dtype);
 // The model config.json describes, not finalized (the caller sets the layout first). mt::Error

@@ -162,6 +162,17 @@ ModelConfig llama_tied_biased_narrow_heads() {
   return m;
 }
 
+// MixtralForCausalLM: every MLP 4 SwiGLU experts, top-2 (the dense width set to the experts', as
+// the export writes it as intermediate_size).
+ModelConfig mixtral_style() {
+  ModelConfig m = llama_style();
+  m.vocab_size = 256;
+  m.ffn_hidden_size = 40;
+  m.moe.num_experts = 4;
+  m.moe.ffn_hidden_size = 40;
+  return m;
+}
+
 TrainConfig short_run(const ModelConfig& m, const std::string& save, int64_t iterations) {
   TrainConfig t;
   t.loss_scale.bf16 = m.params_dtype == DType::bf16;
@@ -223,7 +234,9 @@ TEST_P(HfRoundTrip, ExportThenImportKeepsEveryBitAndTheLoss) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Convert, HfRoundTrip, ::testing::Values(&gpt2_style, &llama_style, &gpt2_untied_exact_gelu, &llama_tied_biased_narrow_heads));
+INSTANTIATE_TEST_SUITE_P(Convert, HfRoundTrip,
+                         ::testing::Values(&gpt2_style, &llama_style, &gpt2_untied_exact_gelu,
+                                           &llama_tied_biased_narrow_heads, &mixtral_style));
 
 TEST(Convert, OfflineReshardResumesExactlyAsTheOriginal) {
   const ModelConfig m = gpt2_style();
