@@ -189,6 +189,12 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
                            groups_.expert_model_parallel.get()});
       DdpConfig expert = expert_ddp(model_config_, ddp);
       expert.overlap_grad_reduce = expert.overlap_param_gather = false;
+      // Averaging divides by the group's size, but every expert gradient already sums the tokens
+      // of all dp ranks and needs 1/dp: only the same size gives the same scale.
+      MT_CHECK(!expert.average_in_collective || expert.data_parallel_size == ddp.data_parallel_size)
+          << "--ddp-average-in-collective averages the expert gradients over their " << expert.data_parallel_size
+          << " expert-data-parallel ranks where " << ddp.data_parallel_size
+          << " data-parallel ranks are needed; drop --ddp-average-in-collective for this expert layout";
       expert_syncs_.push_back(std::make_unique<DataParallelSync>(
           *experts, GradSyncGroups{nullptr, groups_.expert_dp.get(), nullptr}, expert, backend, &memory_));
     }
