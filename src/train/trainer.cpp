@@ -201,6 +201,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     chunks_.push_back(std::move(stage));
   }
   optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get());
+  for (const auto& syncs : {&dp_syncs_, &expert_syncs_})
+    for (const auto& sync : *syncs) all_syncs_.push_back(sync.get());
   const int receives = pipeline.receive_buffers(pp_rank_);
   if (receives > 0) {
     const Shape message = chunks_.front()->hidden_shape();
@@ -216,13 +218,6 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   scaler_ = loss_scaler_from_flags(config_.loss_scale);
   buffers_.resize(static_cast<size_t>(config_.num_microbatches));
   flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
-}
-
-std::vector<DataParallelSync*> Trainer::all_syncs() const {
-  std::vector<DataParallelSync*> syncs;
-  for (const auto& sync : dp_syncs_) syncs.push_back(sync.get());
-  for (const auto& sync : expert_syncs_) syncs.push_back(sync.get());
-  return syncs;
 }
 
 CommTotals Trainer::comm_totals(CommGroup group) const {

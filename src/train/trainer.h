@@ -177,8 +177,9 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::vector<std::unique_ptr<DataParallelSync>> dp_syncs_;      // one per chunk
   std::vector<std::unique_ptr<DataParallelSync>> expert_syncs_;  // one per chunk with MoE layers
-  // Every sync, dense and expert.
-  std::vector<DataParallelSync*> all_syncs() const;
+  // Every sync, dense and expert (filled once, by the constructor).
+  std::vector<DataParallelSync*> all_syncs_;
+  const std::vector<DataParallelSync*>& all_syncs() const { return all_syncs_; }
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
   std::optional<LossScaler> scaler_;
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)
