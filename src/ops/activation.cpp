@@ -34,11 +34,7 @@ void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form) {
   check_shape(out, inp.shape, op, "out");
   check_form(form, op);
   check_same_device({out, inp}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::gelu_fwd(out, inp, form);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, gelu_fwd(out, inp, form));
 }
 
 void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form) {
@@ -50,11 +46,7 @@ void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& 
   check_shape(dinp, inp.shape, op, "dinp");
   check_form(form, op);
   check_same_device({dinp, dout, inp}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::gelu_bwd(dinp, dout, inp, form);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, gelu_bwd(dinp, dout, inp, form));
 }
 
 void swiglu_fwd(const TensorView& out, const TensorView& inp) {
@@ -64,11 +56,7 @@ void swiglu_fwd(const TensorView& out, const TensorView& inp) {
   MT_CHECK(out.ndim() >= 1) << op << ": out is " << out.str() << "; expected [N, f]";
   check_shape(inp, doubled_last(out), op, "inp ([gate | up], twice out's last dim)");
   check_same_device({out, inp}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::swiglu_fwd(out, inp);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, swiglu_fwd(out, inp));
 }
 
 void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp) {
@@ -80,11 +68,7 @@ void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView
   check_shape(inp, doubled_last(dout), op, "inp ([gate | up], twice dout's last dim)");
   check_shape(dinp, inp.shape, op, "dinp");
   check_same_device({dinp, dout, inp}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::swiglu_bwd(dinp, dout, inp);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, swiglu_bwd(dinp, dout, inp));
 }
 
 }  // namespace mt

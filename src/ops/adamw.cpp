@@ -46,6 +46,10 @@ void check_adamw_params(const AdamWParams& params, const char* op) {
       << op << ": grad_unscale " << params.grad_unscale << " and grad_clip " << params.grad_clip << " must be finite";
 }
 
+int64_t sum_squares_chunks(const TensorView& grad) {
+  MT_ROUTE(grad.device, "unscaled_sum_squares_multi_scratch", sum_squares_chunks(grad.numel()));
+}
+
 }  // namespace
 
 void adamw_update(const TensorView& param, const TensorView& grad, const TensorView& m, const TensorView& v,
@@ -53,11 +57,7 @@ void adamw_update(const TensorView& param, const TensorView& grad, const TensorV
   const char* op = "adamw_update";
   check_adamw_tensors(param, grad, m, v, model_copy, op);
   check_adamw_params(params, op);
-  switch (param.device) {
-    case Device::cpu: return cpu::adamw_update(param, grad, m, v, params, model_copy);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(param.device, op, adamw_update(param, grad, m, v, params, model_copy));
 }
 
 void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams& params) {
@@ -69,34 +69,20 @@ void adamw_update_multi(std::span<const AdamWTensor> tensors, const AdamWParams&
     MT_CHECK(std::isfinite(t.weight_decay)) << op << ": weight_decay " << t.weight_decay << " must be finite";
     MT_CHECK(t.param.device == tensors[0].param.device) << op << ": all tensors must live on one device";
   }
-  switch (tensors[0].param.device) {
-    case Device::cpu: return cpu::adamw_update_multi(tensors, params);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(tensors[0].param.device, op, adamw_update_multi(tensors, params));
 }
 
 double unscaled_sum_squares(const TensorView& grad, float unscale) {
   const char* op = "unscaled_sum_squares";
   check_dtype(grad, DType::f32, op, "grad");
   MT_CHECK(!grad.empty() || grad.numel() == 0) << op << ": grad has no data";
-  switch (grad.device) {
-    case Device::cpu: return cpu::unscaled_sum_squares(grad, unscale);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(grad.device, op, unscaled_sum_squares(grad, unscale));
 }
 
 int64_t unscaled_sum_squares_multi_scratch(std::span<const TensorView> grads) {
   // Each tensor's share is its backend's partition into chunks (which fixes the summation order).
   int64_t total = 0;
-  for (const TensorView& g : grads) {
-    switch (g.device) {
-      case Device::cpu: total += cpu::sum_squares_chunks(g.numel()); continue;
-      case Device::cuda: break;
-    }
-    no_kernel("unscaled_sum_squares_multi_scratch");
-  }
+  for (const TensorView& g : grads) total += sum_squares_chunks(g);
   return total;
 }
 
@@ -112,11 +98,7 @@ void unscaled_sum_squares_multi(std::span<const TensorView> grads, float unscale
     MT_CHECK(!g.empty() || g.numel() == 0) << op << ": grad has no data";
     MT_CHECK(g.device == grads[0].device) << op << ": all tensors must live on one device";
   }
-  switch (grads[0].device) {
-    case Device::cpu: return cpu::unscaled_sum_squares_multi(grads, unscale, scratch, sums);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(grads[0].device, op, unscaled_sum_squares_multi(grads, unscale, scratch, sums));
 }
 
 }  // namespace mt

@@ -94,11 +94,7 @@ void check_workspace(const char* op, const TensorView& workspace, const Heads& h
 }  // namespace
 
 size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads, Device device) {
-  switch (device) {
-    case Device::cpu: return cpu::attention_workspace_floats(b, n, s, d, threads);
-    case Device::cuda: break;
-  }
-  no_kernel("attention_workspace_floats");
+  MT_ROUTE(device, "attention_workspace_floats", attention_workspace_floats(b, n, s, d, threads));
 }
 
 void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
@@ -109,11 +105,7 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
   check_dtype(sin, DType::f32, op, "sin");
   MT_CHECK(base > 0.0 && std::isfinite(base)) << op << ": base " << base << " must be positive; check --rotary-base";
   check_same_device({cos, sin}, op);
-  switch (cos.device) {
-    case Device::cpu: return cpu::rope_tables(cos, sin, base);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(cos.device, op, rope_tables(cos, sin, base));
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
@@ -125,11 +117,7 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
   check_rope(op, cos, sin, h.s, h.d);
   check_positions(op, positions, h);
   check_same_device({q, k, v, qkv, cos, sin, positions}, op);
-  switch (qkv.device) {
-    case Device::cpu: return cpu::qkv_split_rope_fwd(q, k, v, qkv, cos, sin, positions);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(qkv.device, op, qkv_split_rope_fwd(q, k, v, qkv, cos, sin, positions));
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
@@ -141,11 +129,7 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
   check_rope(op, cos, sin, h.s, h.d);
   check_positions(op, positions, h);
   check_same_device({dqkv, dq, dk, dv, cos, sin, positions}, op);
-  switch (dqkv.device) {
-    case Device::cpu: return cpu::qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin, positions);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dqkv.device, op, qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin, positions));
 }
 
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
@@ -158,11 +142,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
   check_dtype(out, DType::f32, op, "out");
   check_dtype(lse, DType::f32, op, "lse");
   check_same_device({out, lse, q, k, v, options.key_start}, op);
-  switch (q.device) {
-    case Device::cpu: return cpu::attention_fwd(out, lse, q, k, v, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(q.device, op, attention_fwd(out, lse, q, k, v, options));
 }
 
 void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
@@ -182,11 +162,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
   check_dtype(lse, DType::f32, op, "lse");
   check_workspace(op, workspace, h);
   check_same_device({dq, dk, dv, dout, out, lse, q, k, v, workspace, options.key_start}, op);
-  switch (q.device) {
-    case Device::cpu: return cpu::attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(q.device, op, attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace));
 }
 
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
@@ -205,11 +181,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
     check_dtype(mask, DType::u8, op, "mask");
   }
   check_same_device({out, probs, mask, q, k, v, options.key_start}, op);
-  switch (q.device) {
-    case Device::cpu: return cpu::attention_probs_fwd(out, probs, mask, q, k, v, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(q.device, op, attention_probs_fwd(out, probs, mask, q, k, v, options));
 }
 
 void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
@@ -233,11 +205,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
   }
   check_workspace(op, workspace, h);
   check_same_device({dq, dk, dv, dout, probs, mask, q, k, v, workspace, options.key_start}, op);
-  switch (q.device) {
-    case Device::cpu: return cpu::attention_probs_bwd(dq, dk, dv, dout, probs, mask, q, k, v, options, workspace);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(q.device, op, attention_probs_bwd(dq, dk, dv, dout, probs, mask, q, k, v, options, workspace));
 }
 
 namespace {
@@ -275,11 +243,7 @@ void kv_cache_write(const TensorView& k_cache, const TensorView& v_cache, const 
   check_dtype(v, DType::f32, op, "v");
   check_kv_cache(op, k_cache, v_cache, h.n, h.d, slots, positions, h.s);
   check_same_device({k_cache, v_cache, k, v, slots, positions}, op);
-  switch (k.device) {
-    case Device::cpu: return cpu::kv_cache_write(k_cache, v_cache, k, v, slots, positions);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(k.device, op, kv_cache_write(k_cache, v_cache, k, v, slots, positions));
 }
 
 void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const TensorView& k_cache,
@@ -296,11 +260,7 @@ void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const Te
   MT_CHECK(std::isfinite(scale)) << op << ": scale " << scale << " is not finite";
   check_kv_cache(op, k_cache, v_cache, g, d, slots, positions, tokens);
   check_same_device({out, q, k_cache, v_cache, slots, positions}, op);
-  switch (q.device) {
-    case Device::cpu: return cpu::kv_cache_attention_fwd(out, q, k_cache, v_cache, slots, positions, scale);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(q.device, op, kv_cache_attention_fwd(out, q, k_cache, v_cache, slots, positions, scale));
 }
 
 }  // namespace mt

@@ -46,22 +46,14 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
   check_tensor(losses, {n}, DType::f32, op, "losses");
   check_tensor(lse, {n}, DType::f32, op, "lse");
   check_same_device({losses, lse, logits, labels}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::cross_entropy_fwd(losses, lse, logits, labels);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, cross_entropy_fwd(losses, lse, logits, labels));
 }
 
 void cross_entropy_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
                        const TensorView& lse, const TensorView& labels) {
   const char* op = "cross_entropy_bwd";
   check_bwd_args(dlogits, dlosses, logits, lse, labels, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::cross_entropy_bwd(dlogits, dlosses, logits, lse, labels);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, cross_entropy_bwd(dlogits, dlosses, logits, lse, labels));
 }
 
 void cross_entropy_shard_max(const TensorView& row_max, const TensorView& logits) {
@@ -69,11 +61,7 @@ void cross_entropy_shard_max(const TensorView& row_max, const TensorView& logits
   const int64_t n = check_logits(logits, op);
   check_tensor(row_max, {n}, DType::f32, op, "row_max");
   check_same_device({row_max, logits}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::cross_entropy_shard_max(row_max, logits);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, cross_entropy_shard_max(row_max, logits));
 }
 
 void cross_entropy_shard_sums(const TensorView& sum_exp, const TensorView& target, const TensorView& logits,
@@ -86,11 +74,7 @@ void cross_entropy_shard_sums(const TensorView& sum_exp, const TensorView& targe
   check_tensor(row_max, {n}, DType::f32, op, "row_max");
   MT_CHECK(vocab_start >= 0) << op << ": vocab_start " << vocab_start << " is negative";
   check_same_device({sum_exp, target, logits, labels, row_max}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::cross_entropy_shard_sums(sum_exp, target, logits, labels, row_max, vocab_start);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, cross_entropy_shard_sums(sum_exp, target, logits, labels, row_max, vocab_start));
 }
 
 void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, const TensorView& row_max,
@@ -101,11 +85,7 @@ void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, c
                                 {sum_exp, "sum_exp"}, {target, "target"}})
     check_tensor(t, {n}, DType::f32, op, name);
   check_same_device({losses, lse, row_max, sum_exp, target}, op);
-  switch (losses.device) {
-    case Device::cpu: return cpu::cross_entropy_shard_loss(losses, lse, row_max, sum_exp, target);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(losses.device, op, cross_entropy_shard_loss(losses, lse, row_max, sum_exp, target));
 }
 
 void cross_entropy_shard_bwd(const TensorView& dlogits, const TensorView& dlosses, const TensorView& logits,
@@ -113,11 +93,7 @@ void cross_entropy_shard_bwd(const TensorView& dlogits, const TensorView& dlosse
   const char* op = "cross_entropy_shard_bwd";
   check_bwd_args(dlogits, dlosses, logits, lse, labels, op);
   MT_CHECK(vocab_start >= 0) << op << ": vocab_start " << vocab_start << " is negative";
-  switch (logits.device) {
-    case Device::cpu: return cpu::cross_entropy_shard_bwd(dlogits, dlosses, logits, lse, labels, vocab_start);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, cross_entropy_shard_bwd(dlogits, dlosses, logits, lse, labels, vocab_start));
 }
 
 }  // namespace mt

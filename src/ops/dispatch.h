@@ -1,9 +1,13 @@
-// Shared by the op entry points: the error for a device whose backend this build lacks, and the
-// check of a tensor argument.
+// Shared by the op entry points: routing to the backend that owns a tensor's memory, the error for
+// a device whose backend this build lacks, and the check of a tensor argument.
 #pragma once
 
+#include "backend/guard.h"
 #include "base/error.h"
 #include "tensor/tensor.h"
+#if MT_HAVE_CUDA
+#include "backend/cuda/ops.h"
+#endif
 
 namespace mt {
 
@@ -19,3 +23,24 @@ inline void check_tensor(const TensorView& t, const Shape& shape, DType dtype, c
 }
 
 }  // namespace mt
+
+#if MT_HAVE_CUDA
+#define MT_ROUTE_CUDA(op, call) return cuda::call
+#else
+#define MT_ROUTE_CUDA(op, call) no_kernel(op)
+#endif
+
+// Returns `call` from the backend owning `device`: cpu::call, cuda::call (same name and
+// arguments), or cpu::call inside a GuardWindow for the guard device.
+#define MT_ROUTE(device, op, call)       \
+  switch (device) {                      \
+    case ::mt::Device::cpu:              \
+      return cpu::call;                  \
+    case ::mt::Device::guard: {          \
+      const ::mt::GuardWindow open;      \
+      return cpu::call;                  \
+    }                                    \
+    case ::mt::Device::cuda:             \
+      MT_ROUTE_CUDA(op, call);           \
+  }                                      \
+  no_kernel(op)

@@ -35,11 +35,7 @@ void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView
   check_tensor(mask, inp.shape, DType::u8, op, "mask");
   check_p(p, op);
   check_same_device({out, mask, inp}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::dropout_fwd(out, mask, inp, p, rng, offset);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, dropout_fwd(out, mask, inp, p, rng, offset));
 }
 
 void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
@@ -47,11 +43,7 @@ void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_
   if (without_mask(mask, p, op)) return;
   check_tensor(mask, mask.shape, DType::u8, op, "mask");
   check_p(p, op);
-  switch (mask.device) {
-    case Device::cpu: return cpu::dropout_mask(mask, p, rng, offset);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(mask.device, op, dropout_mask(mask, p, rng, offset));
 }
 
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
@@ -62,11 +54,7 @@ void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorVie
   check_tensor(mask, dout.shape, DType::u8, op, "mask");
   check_p(p, op);
   check_same_device({dinp, dout, mask}, op);
-  switch (dout.device) {
-    case Device::cpu: return cpu::dropout_bwd(dinp, dout, mask, p);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dout.device, op, dropout_bwd(dinp, dout, mask, p));
 }
 
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
@@ -79,11 +67,7 @@ void dropout_add_fwd(const TensorView& out, const TensorView& mask, const Tensor
   check_tensor(mask, inp.shape, DType::u8, op, "mask");
   check_p(p, op);
   check_same_device({out, mask, inp, residual}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::dropout_add_fwd(out, mask, inp, residual, p, rng, offset);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, dropout_add_fwd(out, mask, inp, residual, p, rng, offset));
 }
 
 }  // namespace mt

@@ -30,11 +30,7 @@ void add_fwd(const TensorView& out, const TensorView& a, const TensorView& b) {
   check_numel(b, out.numel(), op, "b");
   check_not_empty(out, op, "out");
   check_same_device({out, a, b}, op);
-  switch (out.device) {
-    case Device::cpu: return cpu::add_fwd(out, a, b);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(out.device, op, add_fwd(out, a, b));
 }
 
 void accumulate(const TensorView& dst, const TensorView& src) {
@@ -44,11 +40,7 @@ void accumulate(const TensorView& dst, const TensorView& src) {
   check_numel(src, dst.numel(), op, "src");
   check_not_empty(dst, op, "dst");
   check_same_device({dst, src}, op);
-  switch (dst.device) {
-    case Device::cpu: return cpu::accumulate(dst, src);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dst.device, op, accumulate(dst, src));
 }
 
 void bias_add(const TensorView& t, const TensorView& bias) {
@@ -60,22 +52,14 @@ void bias_add(const TensorView& t, const TensorView& bias) {
   check_not_empty(t, op, "t");
   check_not_empty(bias, op, "bias");
   check_same_device({t, bias}, op);
-  switch (t.device) {
-    case Device::cpu: return cpu::bias_add(t, bias);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(t.device, op, bias_add(t, bias));
 }
 
 void scale_inplace(const TensorView& t, float factor) {
   const char* op = "scale_inplace";
   check_dtype(t, DType::f32, op, "t");
   check_not_empty(t, op, "t");
-  switch (t.device) {
-    case Device::cpu: return cpu::scale_inplace(t, factor);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(t.device, op, scale_inplace(t, factor));
 }
 
 void copy_tensor(const TensorView& dst, const TensorView& src) {
@@ -85,11 +69,7 @@ void copy_tensor(const TensorView& dst, const TensorView& src) {
   check_numel(src, dst.numel(), op, "src");
   check_not_empty(dst, op, "dst");
   check_same_device({dst, src}, op);
-  switch (dst.device) {
-    case Device::cpu: return cpu::copy_tensor(dst, src);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dst.device, op, copy_tensor(dst, src));
 }
 
 void cast(const TensorView& dst, const TensorView& src) {
@@ -99,11 +79,7 @@ void cast(const TensorView& dst, const TensorView& src) {
   check_numel(src, dst.numel(), op, "src");
   check_not_empty(dst, op, "dst");
   check_same_device({dst, src}, op);
-  switch (dst.device) {
-    case Device::cpu: return cpu::cast(dst, src);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dst.device, op, cast(dst, src));
 }
 
 void round_to_dtype(const TensorView& t, DType dtype) {
@@ -112,22 +88,14 @@ void round_to_dtype(const TensorView& t, DType dtype) {
   MT_CHECK(is_float_type(dtype)) << op << ": cannot round to " << dtype_name(dtype);
   if (dtype == DType::f32 || t.numel() == 0) return;
   check_not_empty(t, op, "t");
-  switch (t.device) {
-    case Device::cpu: return cpu::round_to_dtype(t, dtype);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(t.device, op, round_to_dtype(t, dtype));
 }
 
 double sum_squares(const TensorView& t) {
   const char* op = "sum_squares";
   MT_CHECK(is_float_type(t.dtype)) << op << ": t is " << t.str() << "; expected f32, bf16 or f16";
   check_not_empty(t, op, "t");
-  switch (t.device) {
-    case Device::cpu: return cpu::sum_squares(t);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(t.device, op, sum_squares(t));
 }
 
 }  // namespace mt

@@ -63,11 +63,7 @@ void embedding_fwd(const TensorView& out, const TensorView& tokens, const Tensor
   check_present(out, op, "out");
   check_shard(shard, word, op);
   check_same_device({out, tokens, positions, word, pos_table}, op);
-  switch (out.device) {
-    case Device::cpu: return cpu::embedding_fwd(out, tokens, positions, word, pos_table, shard.start, total(shard, word));
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(out.device, op, embedding_fwd(out, tokens, positions, word, pos_table, shard.start, total(shard, word)));
 }
 
 void embedding_bwd(const TensorView& dword, const TensorView& dpos_table, const TensorView& dout,
@@ -79,11 +75,7 @@ void embedding_bwd(const TensorView& dword, const TensorView& dpos_table, const 
   check_present(dout, op, "dout");
   check_shard(shard, dword, op);
   check_same_device({dword, dpos_table, dout, tokens, positions}, op);
-  switch (dout.device) {
-    case Device::cpu: return cpu::embedding_bwd(dword, dpos_table, dout, tokens, positions, shard.start, total(shard, dword));
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dout.device, op, embedding_bwd(dword, dpos_table, dout, tokens, positions, shard.start, total(shard, dword)));
 }
 
 }  // namespace mt

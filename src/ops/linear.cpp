@@ -17,11 +17,7 @@ void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& 
   for (const TensorView* t : {&out, &inp, &weight, &bias})
     if (!t->empty()) check_dtype(*t, DType::f32, op, "tensor");
   check_same_device({out, inp, weight, bias}, op);
-  switch (out.device) {
-    case Device::cpu: return cpu::linear_fwd(out, inp, weight, bias);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(out.device, op, linear_fwd(out, inp, weight, bias));
 }
 
 void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias, const TensorView& dout,
@@ -36,11 +32,7 @@ void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorV
   for (const TensorView* t : {&dinp, &dweight, &dbias, &dout, &inp, &weight})
     if (!t->empty()) check_dtype(*t, DType::f32, op, "tensor");
   check_same_device({dinp, dweight, dbias, dout, inp, weight}, op);
-  switch (dout.device) {
-    case Device::cpu: return cpu::linear_bwd(dinp, dweight, dbias, dout, inp, weight);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dout.device, op, linear_bwd(dinp, dweight, dbias, dout, inp, weight));
 }
 
 }  // namespace mt

@@ -103,11 +103,7 @@ void activation_bwd(const TensorView& dpre, const TensorView& dact, const Tensor
 int64_t moe_permuted_rows(const TensorView& routing_map) {
   const char* op = "moe_permuted_rows";
   check_map(routing_map, op);
-  switch (routing_map.device) {
-    case Device::cpu: return cpu::moe_permuted_rows(routing_map);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(routing_map.device, op, moe_permuted_rows(routing_map));
 }
 
 void moe_permute_fwd(const TensorView& rows, const TensorView& row_token, const TensorView& tokens_per_expert,
@@ -123,11 +119,7 @@ void moe_permute_fwd(const TensorView& rows, const TensorView& row_token, const 
   check_counts(tokens_per_expert, op);
   check_shape(tokens_per_expert, {experts}, op, "tokens_per_expert");
   check_same_device({rows, row_token, tokens_per_expert, tokens, routing_map}, op);
-  switch (tokens.device) {
-    case Device::cpu: return cpu::moe_permute_fwd(rows, row_token, tokens_per_expert, tokens, routing_map);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(tokens.device, op, moe_permute_fwd(rows, row_token, tokens_per_expert, tokens, routing_map));
 }
 
 void moe_permute_bwd(const TensorView& dtokens, const TensorView& drows, const TensorView& row_token) {
@@ -137,11 +129,7 @@ void moe_permute_bwd(const TensorView& dtokens, const TensorView& drows, const T
   check_shape(drows, {r, dtokens.dim(1)}, op, "drows");
   check_tensor(row_token, {r}, DType::i32, op, "row_token");
   check_same_device({dtokens, drows, row_token}, op);
-  switch (dtokens.device) {
-    case Device::cpu: return cpu::moe_permute_bwd(dtokens, drows, row_token);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dtokens.device, op, moe_permute_bwd(dtokens, drows, row_token));
 }
 
 void moe_unpermute_fwd(const TensorView& out, const TensorView& rows, const TensorView& row_token,
@@ -154,11 +142,7 @@ void moe_unpermute_fwd(const TensorView& out, const TensorView& rows, const Tens
   const int64_t experts = check_counts(tokens_per_expert, op);
   if (!routing_probs.empty()) check_tensor(routing_probs, {t, experts}, DType::f32, op, "routing_probs");
   check_same_device({out, rows, row_token, tokens_per_expert, routing_probs}, op);
-  switch (out.device) {
-    case Device::cpu: return cpu::moe_unpermute_fwd(out, rows, row_token, tokens_per_expert, routing_probs);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(out.device, op, moe_unpermute_fwd(out, rows, row_token, tokens_per_expert, routing_probs));
 }
 
 void moe_unpermute_bwd(const TensorView& drows, const TensorView& drouting_probs, const TensorView& dout,
@@ -174,12 +158,7 @@ void moe_unpermute_bwd(const TensorView& drows, const TensorView& drouting_probs
   if (!routing_probs.empty()) check_tensor(routing_probs, {t, experts}, DType::f32, op, "routing_probs");
   if (!drouting_probs.empty()) check_tensor(drouting_probs, {t, experts}, DType::f32, op, "drouting_probs");
   check_same_device({drows, drouting_probs, dout, rows, row_token, tokens_per_expert, routing_probs}, op);
-  switch (dout.device) {
-    case Device::cpu:
-      return cpu::moe_unpermute_bwd(drows, drouting_probs, dout, rows, row_token, tokens_per_expert, routing_probs);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dout.device, op, moe_unpermute_bwd(drows, drouting_probs, dout, rows, row_token, tokens_per_expert, routing_probs));
 }
 
 void moe_experts_fwd(const TensorView& out, const TensorView& pre_act, const TensorView& act, const TensorView& inp,
@@ -203,11 +182,7 @@ void moe_experts_fwd(const TensorView& out, const TensorView& pre_act, const Ten
     }
     return;
   }
-  switch (inp.device) {
-    case Device::cpu: return cpu::moe_grouped_mlp_fwd(out, pre_act, act, inp, counts, weight1, weight2, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, moe_grouped_mlp_fwd(out, pre_act, act, inp, counts, weight1, weight2, options));
 }
 
 void moe_experts_bwd(const TensorView& dinp, const TensorView& dweight1, const TensorView& dweight2,
@@ -244,13 +219,7 @@ void moe_experts_bwd(const TensorView& dinp, const TensorView& dweight1, const T
     }
     return;
   }
-  switch (inp.device) {
-    case Device::cpu:
-      return cpu::moe_grouped_mlp_bwd(dinp, dweight1, dweight2, dout, inp, pre_act, counts, weight1, weight2, act,
-                                      dact, dpre_act, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, moe_grouped_mlp_bwd(dinp, dweight1, dweight2, dout, inp, pre_act, counts, weight1, weight2, act, dact, dpre_act, options));
 }
 
 }  // namespace mt

@@ -96,11 +96,7 @@ void moe_router_fwd(const TensorView& probs, const TensorView& indices, const Te
   check_topk_pair(probs, indices, logits.dim(0), options.topk, op, "probs");
   if (!expert_bias.empty()) check_tensor(expert_bias, {experts}, DType::f32, op, "expert_bias");
   check_same_device({probs, indices, logits, expert_bias}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_router_fwd(probs, indices, logits, expert_bias, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_router_fwd(probs, indices, logits, expert_bias, options));
 }
 
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,
@@ -111,11 +107,7 @@ void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const T
   check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
   check_topk_pair(dprobs, indices, logits.dim(0), options.topk, op, "dprobs");
   check_same_device({dlogits, dprobs, logits, indices}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_router_bwd(dlogits, dprobs, logits, indices, options);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_router_bwd(dlogits, dprobs, logits, indices, options));
 }
 
 int64_t moe_expert_capacity(int64_t tokens, int64_t experts, int64_t topk, double capacity_factor) {
@@ -149,13 +141,7 @@ void moe_routing_map_fwd(const TensorView& routing_probs, const TensorView& rout
   int64_t cap = -1;  // dropless
   if (capacity.capacity_factor) cap = moe_expert_capacity(tokens, experts, probs.dim(1), *capacity.capacity_factor);
   check_same_device({routing_probs, routing_map, probs, indices}, op);
-  switch (probs.device) {
-    case Device::cpu:
-      return cpu::moe_routing_map_fwd(routing_probs, routing_map, probs, indices, cap, capacity.drop_policy,
-                                      capacity.pad_to_capacity);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(probs.device, op, moe_routing_map_fwd(routing_probs, routing_map, probs, indices, cap, capacity.drop_policy, capacity.pad_to_capacity));
 }
 
 void moe_routing_map_bwd(const TensorView& dprobs, const TensorView& drouting_probs, const TensorView& routing_map,
@@ -170,11 +156,7 @@ void moe_routing_map_bwd(const TensorView& dprobs, const TensorView& drouting_pr
   check_topk(dprobs.dim(1), experts, op);
   check_topk_pair(dprobs, indices, tokens, dprobs.dim(1), op, "dprobs");
   check_same_device({dprobs, drouting_probs, routing_map, indices}, op);
-  switch (dprobs.device) {
-    case Device::cpu: return cpu::moe_routing_map_bwd(dprobs, drouting_probs, routing_map, indices);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dprobs.device, op, moe_routing_map_bwd(dprobs, drouting_probs, routing_map, indices));
 }
 
 void moe_tokens_per_expert(const TensorView& counts, const TensorView& routing_map) {
@@ -184,11 +166,7 @@ void moe_tokens_per_expert(const TensorView& counts, const TensorView& routing_m
   check_tensor(routing_map, routing_map.shape, DType::u8, op, "routing_map");
   check_tensor(counts, {routing_map.dim(1)}, DType::f32, op, "counts");
   check_same_device({counts, routing_map}, op);
-  switch (counts.device) {
-    case Device::cpu: return cpu::moe_tokens_per_expert(counts, routing_map);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(counts.device, op, moe_tokens_per_expert(counts, routing_map));
 }
 
 void moe_aux_scores_fwd(const TensorView& scores, const TensorView& counts, const TensorView& logits, int64_t topk,
@@ -200,11 +178,7 @@ void moe_aux_scores_fwd(const TensorView& scores, const TensorView& counts, cons
   check_tensor(scores, logits.shape, DType::f32, op, "scores");
   check_counts(counts, logits.dim(0), experts, op);
   check_same_device({scores, counts, logits}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_aux_scores_fwd(scores, counts, logits, topk, score_function);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_aux_scores_fwd(scores, counts, logits, topk, score_function));
 }
 
 void moe_aux_scores_bwd(const TensorView& dlogits, const TensorView& dscores, const TensorView& logits,
@@ -215,11 +189,7 @@ void moe_aux_scores_bwd(const TensorView& dlogits, const TensorView& dscores, co
   check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
   check_tensor(dscores, logits.shape, DType::f32, op, "dscores");
   check_same_device({dlogits, dscores, logits}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_aux_scores_bwd(dlogits, dscores, logits, score_function);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_aux_scores_bwd(dlogits, dscores, logits, score_function));
 }
 
 void moe_aux_loss_fwd(const TensorView& loss, const TensorView& scores, const TensorView& counts,
@@ -230,11 +200,7 @@ void moe_aux_loss_fwd(const TensorView& loss, const TensorView& scores, const Te
   check_scalar_args(total_tokens, topk, coeff, op);
   check_tensor(loss, {1}, DType::f32, op, "loss");
   check_same_device({loss, scores, counts}, op);
-  switch (scores.device) {
-    case Device::cpu: return cpu::moe_aux_loss_fwd(loss, scores, counts, total_tokens, topk, coeff);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(scores.device, op, moe_aux_loss_fwd(loss, scores, counts, total_tokens, topk, coeff));
 }
 
 void moe_aux_loss_bwd(const TensorView& dscores, float dloss, const TensorView& counts, int64_t total_tokens,
@@ -244,11 +210,7 @@ void moe_aux_loss_bwd(const TensorView& dscores, float dloss, const TensorView& 
   check_counts(counts, dscores.dim(0), experts, op);
   check_scalar_args(total_tokens, topk, coeff, op);
   check_same_device({dscores, counts}, op);
-  switch (dscores.device) {
-    case Device::cpu: return cpu::moe_aux_loss_bwd(dscores, dloss, counts, total_tokens, topk, coeff);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(dscores.device, op, moe_aux_loss_bwd(dscores, dloss, counts, total_tokens, topk, coeff));
 }
 
 void moe_z_loss_fwd(const TensorView& loss, const TensorView& logits, double coeff) {
@@ -257,11 +219,7 @@ void moe_z_loss_fwd(const TensorView& loss, const TensorView& logits, double coe
   check_tensor(loss, {1}, DType::f32, op, "loss");
   MT_CHECK(std::isfinite(coeff)) << op << ": --moe-z-loss-coeff " << coeff << " is not finite";
   check_same_device({loss, logits}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_z_loss_fwd(loss, logits, coeff);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_z_loss_fwd(loss, logits, coeff));
 }
 
 void moe_z_loss_bwd(const TensorView& dlogits, float dloss, const TensorView& logits, double coeff) {
@@ -270,11 +228,7 @@ void moe_z_loss_bwd(const TensorView& dlogits, float dloss, const TensorView& lo
   check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
   MT_CHECK(std::isfinite(coeff)) << op << ": --moe-z-loss-coeff " << coeff << " is not finite";
   check_same_device({dlogits, logits}, op);
-  switch (logits.device) {
-    case Device::cpu: return cpu::moe_z_loss_bwd(dlogits, dloss, logits, coeff);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(logits.device, op, moe_z_loss_bwd(dlogits, dloss, logits, coeff));
 }
 
 void moe_expert_bias_update(const TensorView& expert_bias, const TensorView& tokens_per_expert, float rate) {
@@ -286,11 +240,7 @@ void moe_expert_bias_update(const TensorView& expert_bias, const TensorView& tok
   check_tensor(tokens_per_expert, expert_bias.shape, DType::f32, op, "tokens_per_expert");
   MT_CHECK(std::isfinite(rate)) << op << ": --moe-router-bias-update-rate " << rate << " is not finite";
   check_same_device({expert_bias, tokens_per_expert}, op);
-  switch (expert_bias.device) {
-    case Device::cpu: return cpu::moe_expert_bias_update(expert_bias, tokens_per_expert, rate);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(expert_bias.device, op, moe_expert_bias_update(expert_bias, tokens_per_expert, rate));
 }
 
 }  // namespace mt

@@ -60,11 +60,7 @@ void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorVi
   if (!bias.empty()) check_vec(bias, h, op, "bias");
   check_eps(eps, op);
   check_same_device({out, mean, rstd, inp, weight, bias}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::layernorm_fwd(out, mean, rstd, inp, weight, bias, eps);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, layernorm_fwd(out, mean, rstd, inp, weight, bias, eps));
 }
 
 void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
@@ -80,11 +76,7 @@ void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tens
   check_stat(mean, rows, op, "mean");
   check_stat(rstd, rows, op, "rstd");
   check_same_device({dinp, dweight, dbias, dout, inp, weight, mean, rstd}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd));
 }
 
 void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
@@ -96,11 +88,7 @@ void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView
   check_vec(weight, h, op, "weight");
   check_eps(eps, op);
   check_same_device({out, rstd, inp, weight}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::rmsnorm_fwd(out, rstd, inp, weight, eps);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, rmsnorm_fwd(out, rstd, inp, weight, eps));
 }
 
 void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
@@ -113,11 +101,7 @@ void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tensor
   check_vec(dweight, h, op, "dweight");
   check_stat(rstd, rows, op, "rstd");
   check_same_device({dinp, dweight, dout, inp, weight, rstd}, op);
-  switch (inp.device) {
-    case Device::cpu: return cpu::rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd);
-    case Device::cuda: break;
-  }
-  no_kernel(op);
+  MT_ROUTE(inp.device, op, rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd));
 }
 
 }  // namespace mt

@@ -46,6 +46,15 @@ TensorView TensorView::rows(int64_t begin, int64_t count) const {
   return t;
 }
 
+const char* device_name(Device device) {
+  switch (device) {
+    case Device::cpu: return "cpu";
+    case Device::cuda: return "cuda";
+    case Device::guard: return "guard";
+  }
+  return "unknown";
+}
+
 std::string TensorView::str() const { return std::string(dtype_name(dtype)) + shape.str(); }
 
 void check_shape(const TensorView& t, const Shape& expected, const char* op, const char* name) {

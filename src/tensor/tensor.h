@@ -11,7 +11,10 @@
 
 namespace mt {
 
-enum class Device : uint8_t { cpu, cuda };
+// cpu: host memory. cuda: an NVIDIA GPU's memory. guard: host memory that only backend calls may
+// touch (backend/guard.h), so CPU-only tests catch host code reading a device tensor.
+enum class Device : uint8_t { cpu, cuda, guard };
+const char* device_name(Device device);
 
 constexpr int kMaxDims = 5;
 

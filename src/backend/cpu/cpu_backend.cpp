@@ -41,13 +41,4 @@ Backend& cpu_backend() {
   return backend;
 }
 
-Backend& backend_for(Device device) {
-  if (device == Device::cpu) return cpu_backend();
-  MT_FAIL() << "this build has no CUDA backend; rebuild with -DMT_CUDA=ON";
-}
-
-void zero(const TensorView& t) {
-  if (!t.empty()) backend_for(t.device).memset_zero(t.data, t.bytes());
-}
-
 }  // namespace mt
