@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/philox.h"
 #include "base/rng.h"
 
 namespace mt::cpu {
@@ -53,7 +54,7 @@ inline void philox_lanes(const RngStream& rng, uint64_t first_block, uint32_t* w
 // uniform(e) = (word >> 8)·2^−24 >= p  ⟺  (word >> 8) >= ceil(p·2^24).
 template <typename T>
 inline void philox_keep(const RngStream& rng, uint64_t first, int64_t count, float p, T on, T* out) {
-  const auto threshold = static_cast<uint32_t>(std::ceil(static_cast<double>(p) * 16777216.0));
+  const uint32_t threshold = dropout_threshold(p);
   alignas(64) uint32_t words[4 * kPhiloxLanes];
   const uint64_t end = first + static_cast<uint64_t>(count);
   for (uint64_t chunk = first & ~uint64_t{4 * kPhiloxLanes - 1}; chunk < end; chunk += 4 * kPhiloxLanes) {
