@@ -6,11 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "app/blas_tuning.h"
 #include "device_testing.h"
 
 int main(int argc, char** argv) {
-  mt::retune_openblas_or_continue(argv);
   bool require_cuda = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--require-cuda") != 0) continue;
