@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/device_selection.h"
 #include "app/options.h"
 #include "app/train_flags.h"
 #include "app/tokenizer_flags.h"
@@ -155,8 +156,10 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   };
   if (!data && options.has("--split") && options.text("--split") != "1,1,1")
     print("note: --split " + options.text("--split") + " is ignored: mock data always uses the split 1,1,1 (as Megatron)");
-  // The app decides where the run lives: the host backend (the CUDA backend joins here).
-  const RunContext context{world, &cpu_backend()};
+  // The app decides where the run lives (--device), and says so first.
+  const RunDevice device = select_device(options, world);
+  print(device.summary);
+  const RunContext context{device.world, device.backend};
   std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)
                                         : std::make_unique<Trainer>(model, train, context);
   Trainer& trainer = *owned;

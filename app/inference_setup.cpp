@@ -20,6 +20,8 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
   std::optional<int64_t> step;
   if (o.has("--ckpt-step")) step = o.integer("--ckpt-step");
   auto s = std::make_unique<InferenceSetup>();
+  s->device = select_device(o, world);
+  if (!world || world->rank() == 0) std::fprintf(stderr, "%s\n", s->device.summary.c_str());
   s->checkpoint = std::make_unique<CheckpointReader>(o.text("--load"), step);
   const CheckpointReader& checkpoint = *s->checkpoint;
   ModelConfig& model = s->model;
@@ -62,8 +64,8 @@ void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t 
   }
   options.max_step_tokens = o.integer("--inference-max-step-tokens");
   options.activation_dtype = activation_dtype;
-  options.tp_comm = tp > 1 ? world : nullptr;
-  engine = std::make_unique<InferenceEngine>(model, cpu_backend(), &memory, options);
+  options.tp_comm = tp > 1 ? device.world : nullptr;
+  engine = std::make_unique<InferenceEngine>(model, *device.backend, &memory, options);
   checkpoint->read_weights(engine->params().params());
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "app/device_selection.h"
 #include "app/options.h"
 #include "comm/communicator.h"
 #include "data/tokenizer.h"
@@ -26,6 +27,7 @@ struct InferenceSetup {
   // --inference-max-seq-length is not given (0: the model's positions).
   void load_engine(const Options& o, Communicator* world, int64_t slots, int64_t positions);
 
+  RunDevice device;  // --device: the engine's backend and its tensor-parallel communicator
   std::unique_ptr<CheckpointReader> checkpoint;
   ModelConfig model;  // the checkpoint's, split over the tp group
   DType activation_dtype = DType::f32;  // the checkpoint's (--bf16 / --fp16 replace it)
@@ -34,7 +36,8 @@ struct InferenceSetup {
   std::unique_ptr<InferenceEngine> engine;
 };
 
-// Opens the checkpoint and makes its tokenizer; the engine comes with load_engine.
+// Opens the checkpoint, makes its tokenizer and picks the device (rank 0 says which on stderr); the
+// engine comes with load_engine.
 std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicator* world);
 
 }  // namespace mt

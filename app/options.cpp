@@ -37,6 +37,7 @@ const std::vector<OptionSpec> kTable = {
     {"--vocab-size", T::integer, "", "vocabulary size of the NullTokenizer (ids 0..V-1, EOD = V-1; mock data)", "", "train,preprocess,generate,serve"},
     {"--make-vocab-size-divisible-by", T::integer, "128", "pad the vocabulary to a multiple of this", "", "train"},
     {"--untie-embeddings-and-output-weights", T::flag, "", "separate output layer weights", "", "train"},
+    {"--device", T::choice, "auto", "where to run: cuda (NVIDIA GPU, one per rank), cpu, or auto (cuda when built with CUDA and a GPU is visible)", "auto|cpu|cuda", "train,generate,serve"},
     {"--attention-backend", T::choice, "flash", "flash: online softmax; unfused: stores probabilities", "flash|unfused", "train"},
     // Mixture of experts (moe_config: --num-experts and the --moe-* flags).
     {"--num-experts", T::integer, "", "routed experts per MoE layer (unset: a dense model)", "", "train"},
@@ -199,7 +200,7 @@ const std::vector<OptionSpec> kTable = {
     {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
     {"--json", T::flag, "", "print the plan as one JSON object (a ranks list with each rank's bytes)", "", "plan"},
     {"--search", T::flag, "", "list the layouts (tp, sp, pp, v, micro-batch, recompute, distributed optimizer) that fit the memory budget, fastest first by a step-time model", "", "plan"},
-    {"--device", T::choice, "h100", "--search: the device model (peak FLOP/s, link and network bandwidth, memory)", "a100|h100|h200|cpu", "plan"},
+    {"--device", T::choice, "h100", "the device planned for: cpu, or a GPU model (cuda: h100) whose peak FLOP/s, link and network bandwidth and memory --search uses", "a100|h100|h200|cpu|cuda|auto", "plan"},
     {"--memory-budget-gb", T::real, "", "--search: memory per device in GiB (default: the device's)", "", "plan"},
     {"--top", T::integer, "10", "--search: how many layouts to list", "", "plan"},
     // megatron convert (tools/checkpoint/convert.py).
@@ -218,9 +219,14 @@ bool listed(const OptionSpec& o, const std::string& command) {
 }
 
 // `megatron plan` reads a train command line as it stands: every train option, and its own.
+// A name may have one entry per command (--device: train's backend, plan's device model): the
+// command's own entry wins.
 const OptionSpec* find(const std::string& command, const std::string& name) {
   for (const OptionSpec& o : kTable)
-    if (name == o.name && (listed(o, command) || (command == "plan" && listed(o, "train")))) return &o;
+    if (name == o.name && listed(o, command)) return &o;
+  if (command == "plan")
+    for (const OptionSpec& o : kTable)
+      if (name == o.name && listed(o, "train")) return &o;
   return nullptr;
 }
 
@@ -330,7 +336,7 @@ void load_config_file(const std::string& command, const std::string& path, std::
 Options parse_options(const std::string& command, const std::vector<std::string>& args) {
   Options out;
   for (const OptionSpec& o : kTable)
-    if (find(command, o.name) && *o.default_value) out.values_[o.name] = o.default_value;
+    if (find(command, o.name) == &o && *o.default_value) out.values_[o.name] = o.default_value;
   std::vector<std::pair<std::string, std::string>> cli;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
@@ -417,7 +423,7 @@ std::string options_help(const std::string& command) {
   std::ostringstream s;
   s << "usage: megatron " << command << " [options]\n\noptions:\n";
   for (const OptionSpec& o : kTable) {
-    if (!find(command, o.name)) continue;
+    if (find(command, o.name) != &o) continue;
     std::string left = std::string("  ") + o.name;
     if (o.type == T::choice) left += std::string(" {") + o.choices + "}";
     else if (o.type == T::integer) left += " N";

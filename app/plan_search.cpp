@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/device_selection.h"
 #include "backend/backend.h"
 #include "base/error.h"
 #include "base/memory.h"
@@ -55,7 +56,7 @@ int plan_search(const Options& options, const ModelConfig& model, const TrainCon
     t.use_distributed_optimizer = choice.distributed_optimizer;
     t.overlap_param_gather = t.overlap_param_gather && choice.distributed_optimizer;
     try {
-      const TrainingLayout layout = training_layout(m, t, world_size, cpu_backend().max_threads());
+      const TrainingLayout layout = training_layout(m, t, world_size, device_threads(planned_device(options)));
       const auto key = std::make_tuple(choice.pp, choice.vp, layout.num_microbatches, layout.microbatch_group_size);
       auto at = pipelines.find(key);
       if (at == pipelines.end()) at = pipelines.emplace(key, pipeline_plan(layout)).first;

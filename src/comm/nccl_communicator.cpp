@@ -96,7 +96,8 @@ class StagedRequest final : public CommRequest {
 
 class NcclCommunicator final : public Communicator {
  public:
-  explicit NcclCommunicator(std::unique_ptr<Communicator> host) : host_(std::move(host)) {
+  // Borrows `host`, or owns it (the sub-communicators of split).
+  NcclCommunicator(Communicator& host, std::unique_ptr<Communicator> owned) : owned_(std::move(owned)), host_(&host) {
     backend_for(Device::cuda);  // selects the GPU before NCCL binds to it
     ncclUniqueId id{};
     if (host_->rank() == 0) MT_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -199,7 +200,9 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {
-    return std::make_unique<NcclCommunicator>(host_->split(color, key));
+    std::unique_ptr<Communicator> sub = host_->split(color, key);
+    Communicator& host = *sub;
+    return std::make_unique<NcclCommunicator>(host, std::move(sub));
   }
   [[noreturn]] void abort(int code) override {
     if (comm_) ncclCommAbort(comm_);
@@ -230,15 +233,16 @@ class NcclCommunicator final : public Communicator {
         << op << ": the whole tensor " << whole.str() << " must hold " << size() << " parts of " << part.str();
   }
 
-  std::unique_ptr<Communicator> host_;
+  std::unique_ptr<Communicator> owned_;
+  Communicator* host_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host) {
-  return std::make_unique<NcclCommunicator>(std::move(host));
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host) {
+  return std::make_unique<NcclCommunicator>(host, nullptr);
 }
 
 }  // namespace mt

@@ -10,7 +10,7 @@
 namespace mt {
 
 // Device tensors (Device::cuda) go through NCCL on the CUDA backend's selected GPU; host tensors
-// through `host`, which the new communicator owns. Collective over `host`'s ranks.
-std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host);
+// through `host`, which must outlive the new communicator. Collective over `host`'s ranks.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& host);
 
 }  // namespace mt

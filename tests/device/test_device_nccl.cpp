@@ -9,7 +9,10 @@ namespace mt::test {
 namespace {
 
 #if MT_HAVE_CUDA
-std::unique_ptr<Communicator> one_rank_nccl() { return make_nccl_communicator(make_self_communicator()); }
+std::unique_ptr<Communicator> one_rank_nccl() {
+  static const std::unique_ptr<Communicator> self = make_self_communicator();
+  return make_nccl_communicator(*self);
+}
 #endif
 
 TEST(DeviceNccl, OneRankCollectivesAndMessages) {

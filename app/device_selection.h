@@ -1,0 +1,32 @@
+// Owns --device: which backend a run uses (cpu or cuda; auto picks cuda when this build has it and a
+// GPU is visible), why, and the communicator that goes with it (NCCL over the world for cuda).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "app/options.h"
+#include "backend/backend.h"
+#include "comm/communicator.h"
+
+namespace mt {
+
+struct RunDevice {
+  Device device = Device::cpu;
+  Backend* backend = nullptr;
+  // "device: cuda, NVIDIA H200 (...) (--device auto: built with CUDA, 1 GPU visible)": the log's first line.
+  std::string summary;
+  // The run's communicator: `world` itself on cpu, NCCL over it on cuda (null when world is).
+  Communicator* world = nullptr;
+  std::unique_ptr<Communicator> owned_world;
+};
+
+// Resolves --device (train, generate, serve) and sets up its backend; one GPU per rank, chosen by
+// the rank's local index on its node (mpirun's and srun's environment).
+RunDevice select_device(const Options& options, Communicator* world);
+// The device plan's --device names: cpu, or a GPU model (planned on any machine, no GPU needed).
+Device planned_device(const Options& options);
+// Threads one kernel may use on `device` (sizes per-thread workspace as training does).
+int device_threads(Device device);
+
+}  // namespace mt
