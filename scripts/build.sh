@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Configures and builds megatron.cpp (Release) into ./build. Extra arguments go to cmake.
+# Configures and builds megatron.cpp (Release) into ./build. Extra arguments go to cmake;
+# MT_CUDA=auto|on|off (default auto: the CUDA backend when the toolkit is found).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@" > /dev/null
+# nvcc is often installed off the PATH, under /usr/local/cuda.
+if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMT_CUDA="${MT_CUDA:-auto}" "$@" | grep -E "CUDA backend" || true
 cmake --build build -j "$(nproc)"

