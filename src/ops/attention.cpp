@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu/attention.h"
 
 namespace mt {
@@ -222,12 +224,18 @@ void check_kv_cache(const char* op, const TensorView& k_cache, const TensorView&
   check_shape(positions, {tokens}, op, "positions");
   check_dtype(slots, DType::i32, op, "slots");
   check_dtype(positions, DType::i32, op, "positions");
+  // The indices may live on a device: read them through its backend (a few ints per step).
+  std::vector<int32_t> slot(static_cast<size_t>(tokens)), position(static_cast<size_t>(tokens));
+  if (tokens > 0) {
+    backend_for(slots.device).copy_to_host(slot.data(), slots.data, slots.bytes());
+    backend_for(positions.device).copy_to_host(position.data(), positions.data, positions.bytes());
+  }
   for (int64_t t = 0; t < tokens; ++t) {
-    MT_CHECK(slots.i32()[t] >= 0 && slots.i32()[t] < k_cache.dim(0))
-        << op << ": row " << t << " names cache slot " << slots.i32()[t] << " of " << k_cache.dim(0);
-    MT_CHECK(positions.i32()[t] >= 0 && positions.i32()[t] < k_cache.dim(2))
-        << op << ": row " << t << " is at position " << positions.i32()[t] << ", beyond the cache's "
-        << k_cache.dim(2) << " (the longest sequence it holds)";
+    MT_CHECK(slot[t] >= 0 && slot[t] < k_cache.dim(0))
+        << op << ": row " << t << " names cache slot " << slot[t] << " of " << k_cache.dim(0);
+    MT_CHECK(position[t] >= 0 && position[t] < k_cache.dim(2))
+        << op << ": row " << t << " is at position " << position[t] << ", beyond the cache's " << k_cache.dim(2)
+        << " (the longest sequence it holds)";
   }
 }
 
