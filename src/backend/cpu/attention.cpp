@@ -6,12 +6,12 @@
 #include "backend/cpu/attention.h"
 
 #include "backend/cpu/philox_simd.h"
+#include "backend/math/attention_math.h"
 #include "base/error.h"
 
 #include <cblas.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -48,31 +48,9 @@ int thread_num() {
 #endif
 }
 
-// exp for the softmax inner loops: Cephes-style range reduction and degree-6 polynomial
-// (relative error ~2e-7), written without calls so that the loops around it vectorise; std::exp
-// would stay scalar without -ffast-math.  Inputs below −87 give ~1e-38 instead of 0 (masked
-// entries are zeroed explicitly, never passed through here).
-inline float fast_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;  // callers pass x <= ~0 (a score minus its row max or lse)
-  // n = round(x·log2 e).  Adding and removing 1.5·2^23 rounds without a floor() call, which GCC
-  // would not vectorise here; -ffast-math would fold that away, so it gets nearbyint instead.
-#ifdef __FAST_MATH__
-  const float n = std::nearbyint(x * 1.44269504088896341f);
-#else
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-#endif
-  const int32_t ni = static_cast<int32_t>(n);
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((ni + 127) << 23);
-}
+// exp for the softmax inner loops: backend/math/attention_math.h's attention_exp (a polynomial,
+// written without calls so that the loops around it vectorise; std::exp would stay scalar).
+inline float fast_exp(float x) { return attention_exp(x); }
 
 // ---- dropout mask -------------------------------------------------------------------------------
 
@@ -95,7 +73,7 @@ struct Dropout {
   }
   // Index of (batch j, local head h, query i, key 0) in the header's formula.
   uint64_t row_index(int64_t j, int64_t h, int64_t i) const {
-    return static_cast<uint64_t>(((j * total_heads + head_offset + h) * s + i) * s);
+    return attention_dropout_index(j, h, i, 0, total_heads, head_offset, s);
   }
   // out[t] = kept ? on : 0 for element first + t, t < count (u8 0/1 masks, or f32 multipliers
   // 1/(1 − p) so the loops that apply them stay all-float and vectorise).
@@ -150,14 +128,14 @@ void softmax_grad_row(float* __restrict s, float* __restrict ds, const float* __
     for (int64_t t = 0; t < n; ++t) {
       const float p = fast_exp(s[t] - lse);
       s[t] = p * mult[t];
-      ds[t] = p * (ds[t] * mult[t] - dsum);
+      ds[t] = softmax_grad(p, ds[t] * mult[t], dsum);
     }
   } else {
 #pragma omp simd
     for (int64_t t = 0; t < n; ++t) {
       const float p = fast_exp(s[t] - lse);
       s[t] = p;
-      ds[t] = p * (ds[t] - dsum);
+      ds[t] = softmax_grad(p, ds[t], dsum);
     }
   }
 }
@@ -306,10 +284,7 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
         std::memcpy(dst, x, dm.d * sizeof(float));
         return;
       }
-      for (int64_t c = 0; c < half; ++c) {
-        dst[c] = x[c] * ci[c] - x[c + half] * si[c];
-        dst[c + half] = x[c + half] * ci[c] + x[c] * si[c];
-      }
+      for (int64_t c = 0; c < half; ++c) rope_rotate(x[c], x[c + half], ci[c], si[c], dst[c], dst[c + half]);
     };
     for (int64_t gi = 0; gi < dm.g; ++gi) {
       const float* grp = src + gi * (dm.r + 2) * dm.d;
@@ -344,10 +319,7 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
         for (int64_t c = 0; c < dm.d; ++c) dx[c] += dy[c];
         return;
       }
-      for (int64_t c = 0; c < half; ++c) {
-        dx[c] += dy[c] * ci[c] + dy[c + half] * si[c];
-        dx[c + half] += dy[c + half] * ci[c] - dy[c] * si[c];
-      }
+      for (int64_t c = 0; c < half; ++c) rope_rotate_back_add(dy[c], dy[c + half], ci[c], si[c], dx[c], dx[c + half]);
     };
     for (int64_t gi = 0; gi < dm.g; ++gi) {
       float* grp = dst + gi * (dm.r + 2) * dm.d;
@@ -419,7 +391,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
         for (int64_t t = valid; t < nk; ++t) row[t] = 0.0f;
         // Rescale what is accumulated so far to the new running max.
         if (mx != m[ii]) {
-          const float corr = std::exp(m[ii] - mx);  // 0 on the first block (m = −inf)
+          const float corr = online_softmax_rescale(m[ii], mx);  // 0 on the first block (m = −inf)
           float* o = op + ii * dm.ldo;
           for (int64_t c = 0; c < dm.d; ++c) o[c] *= corr;
           l[ii] *= corr;
@@ -438,7 +410,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
       const float inv = 1.0f / l[ii];
       float* o = op + ii * dm.ldo;
       for (int64_t c = 0; c < dm.d; ++c) o[c] *= inv;
-      la[(j * dm.n + h) * dm.s + i0 + ii] = m[ii] + std::log(l[ii]);
+      la[(j * dm.n + h) * dm.s + i0 + ii] = online_softmax_lse(m[ii], l[ii]);
     }
   }
 }
@@ -630,7 +602,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
         float di = 0.0f;  // Σ_t P_it dP_it
 #pragma omp simd reduction(+ : di)
         for (int64_t t = lo; t < valid; ++t) di += prow[t] * srow[t];
-        for (int64_t t = lo; t < valid; ++t) srow[t] = prow[t] * (srow[t] - di);
+        for (int64_t t = lo; t < valid; ++t) srow[t] = softmax_grad(prow[t], srow[t], di);
         for (int64_t t = 0; t < lo; ++t) srow[t] = 0.0f;
         for (int64_t t = valid; t < kend; ++t) srow[t] = 0.0f;
       }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "backend/cpu/attention.h"
+#include "backend/math/attention_math.h"
 
 namespace mt::cpu {
 
@@ -56,13 +57,13 @@ void kv_cache_attention_fwd(const TensorView& out, const TensorView& q, const Te
     for (int64_t p = 0; p <= positions.i32()[t]; ++p) {
       const float score = scale * dot(query, keys + p * d, d);
       if (score > running_max) {  // rescale what is accumulated to the new maximum
-        const float correction = std::exp(running_max - score);
+        const float correction = online_softmax_rescale(running_max, score);
         sum *= correction;
 #pragma omp simd
         for (int64_t i = 0; i < d; ++i) acc[i] *= correction;
         running_max = score;
       }
-      const float w = std::exp(score - running_max);
+      const float w = online_softmax_rescale(score, running_max);  // exp(score − max)
       sum += w;
       const float* value = values + p * d;
 #pragma omp simd
