@@ -1,9 +1,11 @@
 // CPU kernels for the optimizer step: the AdamW update as one fused pass over param, grad, m, v
-// (and the 16-bit model copy), block by block; the sum of squares of the unscaled gradient. The
+// (and the 16-bit model copy), block by block, its arithmetic that of backend/math/adamw_math.h
+// (shared with the CUDA kernel); the sum of squares of the unscaled gradient. The
 // multi-tensor forms run every tensor in one parallel region, each thread taking a contiguous,
 // equal share of all the blocks (chunks) end to end, so no thread waits between tensors.
 #include "backend/cpu/adamw.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/math/adamw_math.h"
 
 #include <omp.h>
 
@@ -16,27 +18,9 @@ namespace {
 
 constexpr int64_t kBlock = 256;  // elements per AdamW block
 
-// The per-step constants of one tensor's update.
-struct AdamWConsts {
-  float b1, b2, eps, unscale, clip, step_size, inv_sqrt_bc2, decay;
-};
-
 AdamWConsts adamw_consts(const AdamWParams& params, float weight_decay) {
-  AdamWConsts k;
-  k.b1 = params.beta1;
-  k.b2 = params.beta2;
-  k.eps = params.eps;
-  k.unscale = params.grad_unscale;
-  k.clip = params.grad_clip;
-  // Bias corrections in double (β^t for large t), folded into per-step constants as torch does:
-  //   param −= (lr / bc1) · m / (√v / √bc2 + eps)
-  const double t = static_cast<double>(params.step);
-  const double bc1 = 1.0 - std::pow(static_cast<double>(params.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(params.beta2), t);
-  k.step_size = static_cast<float>(params.lr / bc1);
-  k.inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
-  k.decay = static_cast<float>(1.0 - static_cast<double>(params.lr) * weight_decay);
-  return k;
+  return mt::adamw_consts(params.lr, params.beta1, params.beta2, params.eps, params.step, params.grad_unscale,
+                          params.grad_clip, weight_decay);
 }
 
 // Blocks [blk0, blk1) of one tensor. std::sqrt may set errno, which keeps GCC (without
@@ -61,16 +45,10 @@ inline void adamw_blocks(const AdamWTensor& t, const AdamWConsts& k, int64_t blk
     float* vb = m2 + i0;
     float denom[kBlock];
 #pragma omp simd
-    for (int64_t i = 0; i < len; ++i) {
-      // Two roundings, as the separate unscale and clip passes did (×1 is exact).
-      const float gu = gb[i] * unscale;
-      const float gi = gu * clip;
-      mb[i] = b1 * mb[i] + (1.0f - b1) * gi;
-      vb[i] = b2 * vb[i] + (1.0f - b2) * gi * gi;
-    }
+    for (int64_t i = 0; i < len; ++i) adamw_moments(gb[i], mb[i], vb[i], b1, b2, unscale, clip);
     for (int64_t i = 0; i < len; ++i) denom[i] = std::sqrt(vb[i]);
 #pragma omp simd
-    for (int64_t i = 0; i < len; ++i) pb[i] = pb[i] * decay - step_size * mb[i] / (denom[i] * inv_sqrt_bc2 + eps);
+    for (int64_t i = 0; i < len; ++i) pb[i] = adamw_param(pb[i], mb[i], denom[i], decay, step_size, inv_sqrt_bc2, eps);
     if (copy_bf16) {
       uint16_t* cb = copy16 + i0;
 #pragma omp simd

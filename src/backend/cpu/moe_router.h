@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "backend/math/moe_router_math.h"
 #include "backend/moe_router_args.h"
 #include "tensor/tensor.h"
 
@@ -34,17 +35,7 @@ void moe_z_loss_fwd(const TensorView& loss, const TensorView& logits, double coe
 void moe_z_loss_bwd(const TensorView& dlogits, float dloss, const TensorView& logits, double coeff);
 void moe_expert_bias_update(const TensorView& expert_bias, const TensorView& tokens_per_expert, float rate);
 
-// Shared by both files: writes the k best of v[0..n) among those with allowed[e] set into out
-// (best first; equal values to the lower index, as the strict > keeps the first maximum) and
-// clears their allowed flags. O(k·n): k and n are small, and it needs no scratch.
-inline void moe_select_topk(const float* v, bool* allowed, int64_t n, int64_t k, int32_t* out) {
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < n; ++e)
-      if (allowed[e] && (best < 0 || v[e] > v[best])) best = e;
-    out[j] = static_cast<int32_t>(best);
-    allowed[best] = false;
-  }
-}
+// The per-row arithmetic (moe_select_topk, the softmax rows, one token's routing) is
+// backend/math/moe_router_math.h's, shared with the CUDA kernels.
 
 }  // namespace mt::cpu

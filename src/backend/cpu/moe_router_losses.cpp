@@ -1,5 +1,6 @@
 // CPU kernels for the MoE router's losses (load balancing, z-loss) and the expert-bias update.
-// Per-row math in double; the scalar losses are reduced serially in token order, so they do not
+// Per-row math in double (backend/math/moe_router_math.h, shared with the CUDA kernels); the
+// scalar losses are reduced serially in token order, so they do not
 // depend on the thread count (they are small next to the expert GEMMs).
 #include "backend/cpu/moe_router.h"
 
@@ -7,36 +8,6 @@
 #include <cmath>
 
 namespace mt::cpu {
-
-namespace {
-
-// logsumexp(x) and, when `soft` is given, softmax(x) in double.
-double logsumexp_row(const float* x, int64_t n, double* soft) {
-  double mx = -INFINITY, sum = 0.0;
-  for (int64_t e = 0; e < n; ++e) mx = std::max(mx, static_cast<double>(x[e]));
-  for (int64_t e = 0; e < n; ++e) {
-    const double v = std::exp(x[e] - mx);
-    sum += v;
-    if (soft) soft[e] = v;
-  }
-  if (soft)
-    for (int64_t e = 0; e < n; ++e) soft[e] /= sum;
-  return mx + std::log(sum);
-}
-
-// The load-balancing scores of one row: softmax, or σ normalised over all experts (+1e-20 as Megatron).
-// Also returns σ in `sig` for the sigmoid backward.
-void aux_scores_row(const float* x, int64_t n, MoeScoreFunction f, double* scores, double* sig) {
-  if (f == MoeScoreFunction::softmax) {
-    logsumexp_row(x, n, scores);
-    return;
-  }
-  double sum = 1e-20;
-  for (int64_t e = 0; e < n; ++e) sum += sig[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(x[e])));
-  for (int64_t e = 0; e < n; ++e) scores[e] = sig[e] / sum;
-}
-
-}  // namespace
 
 void moe_aux_scores_fwd(const TensorView& scores, const TensorView& counts, const TensorView& logits, int64_t topk,
                         MoeScoreFunction score_function) {
@@ -46,7 +17,7 @@ void moe_aux_scores_fwd(const TensorView& scores, const TensorView& counts, cons
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < rows; ++t) {
     double row[kMoeMaxExperts], sig[kMoeMaxExperts];
-    aux_scores_row(x + t * experts, experts, score_function, row, sig);
+    moe_aux_scores_row(x + t * experts, experts, score_function, row, sig);
     for (int64_t e = 0; e < experts; ++e) s[t * experts + e] = static_cast<float>(row[e]);
   }
   // The losses' own top-k, over the f32 scores as Megatron takes it; counts stay exact in f32 up to 2^24.
@@ -69,37 +40,11 @@ void moe_aux_scores_bwd(const TensorView& dlogits, const TensorView& dscores, co
   float* dx_all = dlogits.f32();
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < rows; ++t) {
-    const float* ds = ds_all + t * experts;
-    float* dx = dx_all + t * experts;
-    double s[kMoeMaxExperts], sig[kMoeMaxExperts], dot = 0.0;
-    aux_scores_row(x + t * experts, experts, score_function, s, sig);
-    if (score_function == MoeScoreFunction::softmax) {
-      for (int64_t e = 0; e < experts; ++e) dot += ds[e] * s[e];
-      for (int64_t e = 0; e < experts; ++e) dx[e] += static_cast<float>(s[e] * (ds[e] - dot));
-    } else {
-      // s_e = σ_e / S: dσ_e = ds_e / S − Σ_l ds_l σ_l / S², then dx = dσ · σ(1 − σ).
-      double sum = 1e-20;
-      for (int64_t e = 0; e < experts; ++e) {
-        sum += sig[e];
-        dot += ds[e] * sig[e];
-      }
-      for (int64_t e = 0; e < experts; ++e) {
-        const double dsig = ds[e] / sum - dot / (sum * sum);
-        dx[e] += static_cast<float>(dsig * sig[e] * (1.0 - sig[e]));
-      }
-    }
+    double s[kMoeMaxExperts], sig[kMoeMaxExperts];
+    moe_aux_scores_row_bwd(dx_all + t * experts, ds_all + t * experts, x + t * experts, experts, score_function, s,
+                           sig);
   }
 }
-
-namespace {
-
-// coeff · E / (k · N² · B): the factor on Σ P·counts (Megatron's E·coeff/(k·N·N), then / B).
-double aux_loss_factor(int64_t experts, int64_t seqs, int64_t total_tokens, int64_t topk, double coeff) {
-  const double n = static_cast<double>(total_tokens);
-  return coeff * static_cast<double>(experts) / (static_cast<double>(topk) * n * n) / static_cast<double>(seqs);
-}
-
-}  // namespace
 
 void moe_aux_loss_fwd(const TensorView& loss, const TensorView& scores, const TensorView& counts,
                       int64_t total_tokens, int64_t topk, double coeff) {
@@ -109,13 +54,13 @@ void moe_aux_loss_fwd(const TensorView& loss, const TensorView& scores, const Te
   double sum = 0.0;
   for (int64_t t = 0; t < rows; ++t)
     for (int64_t e = 0; e < experts; ++e) sum += static_cast<double>(s[t * experts + e]) * c[(t % seqs) * experts + e];
-  loss.f32()[0] = static_cast<float>(sum * aux_loss_factor(experts, seqs, total_tokens, topk, coeff));
+  loss.f32()[0] = static_cast<float>(sum * moe_aux_loss_factor(experts, seqs, total_tokens, topk, coeff));
 }
 
 void moe_aux_loss_bwd(const TensorView& dscores, float dloss, const TensorView& counts, int64_t total_tokens,
                       int64_t topk, double coeff) {
   const int64_t rows = dscores.dim(0), experts = dscores.dim(1), seqs = counts.dim(0);
-  const double factor = dloss * aux_loss_factor(experts, seqs, total_tokens, topk, coeff);
+  const double factor = dloss * moe_aux_loss_factor(experts, seqs, total_tokens, topk, coeff);
   const float* c = counts.f32();
   float* ds = dscores.f32();
 #pragma omp parallel for schedule(static)
@@ -129,7 +74,7 @@ void moe_z_loss_fwd(const TensorView& loss, const TensorView& logits, double coe
   const float* x = logits.f32();
   double sum = 0.0;
   for (int64_t t = 0; t < rows; ++t) {
-    const double lse = logsumexp_row(x + t * experts, experts, nullptr);
+    const double lse = moe_logsumexp_row(x + t * experts, experts, nullptr);
     sum += lse * lse;
   }
   loss.f32()[0] = rows > 0 ? static_cast<float>(coeff * sum / static_cast<double>(rows)) : 0.0f;
@@ -143,7 +88,7 @@ void moe_z_loss_bwd(const TensorView& dlogits, float dloss, const TensorView& lo
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < rows; ++t) {
     double soft[kMoeMaxExperts];
-    const double lse = logsumexp_row(x + t * experts, experts, soft);
+    const double lse = moe_logsumexp_row(x + t * experts, experts, soft);
     for (int64_t e = 0; e < experts; ++e) dx[t * experts + e] += static_cast<float>(factor * lse * soft[e]);
   }
 }
@@ -152,17 +97,7 @@ void moe_expert_bias_update(const TensorView& expert_bias, const TensorView& tok
   const int64_t experts = expert_bias.dim(-1), rows = expert_bias.numel() / experts;
   float* bias = expert_bias.f32();
   const float* counts = tokens_per_expert.f32();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* c = counts + r * experts;
-    // Megatron's f32 sum (exact: integer counts below 2^24) and f32 division.
-    double total = 0.0;
-    for (int64_t e = 0; e < experts; ++e) total += c[e];
-    const float mean = static_cast<float>(total) / static_cast<float>(experts);
-    for (int64_t e = 0; e < experts; ++e) {
-      const float sign = mean > c[e] ? 1.0f : (mean < c[e] ? -1.0f : 0.0f);
-      bias[r * experts + e] += sign * rate;
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r) moe_expert_bias_row(bias + r * experts, counts + r * experts, experts, rate);
 }
 
 }  // namespace mt::cpu
