@@ -90,7 +90,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   MT_CHECK(world_size >= 1 && world_size <= 1'000'000) << "--world-size must be between 1 and 1000000, got " << world_size;
   if (options.flag("--search")) return plan_search(options, model, train, static_cast<int>(world_size));
   const TrainingLayout layout =
-      training_layout(model, train, static_cast<int>(world_size), device_threads(planned_device(options)));
+      training_layout(model, train, static_cast<int>(world_size), planned_target(options));
   const ParallelGrid grid(layout.grid);
   const PipelinePlan pipeline = pipeline_plan(layout);
   const std::vector<PipelineRankMemory> memory = plan_memory(layout, pipeline);

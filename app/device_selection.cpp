@@ -68,10 +68,9 @@ RunDevice select_device(const Options& options, Communicator* world) {
   return d;
 }
 
-Device planned_device(const Options& options) {
-  return options.text("--device") == "cpu" ? Device::cpu : Device::cuda;
+WorkspaceTarget planned_target(const Options& options) {
+  if (options.text("--device") == "cpu") return {Device::cpu, cpu_backend().max_threads()};
+  return {Device::cuda, 1};  // the CUDA backend's max_threads()
 }
-
-int device_threads(Device device) { return device == Device::cpu ? cpu_backend().max_threads() : 1; }
 
 }  // namespace mt

@@ -24,9 +24,8 @@ struct RunDevice {
 // Resolves --device (train, generate, serve) and sets up its backend; one GPU per rank, chosen by
 // the rank's local index on its node (mpirun's and srun's environment).
 RunDevice select_device(const Options& options, Communicator* world);
-// The device plan's --device names: cpu, or a GPU model (planned on any machine, no GPU needed).
-Device planned_device(const Options& options);
-// Threads one kernel may use on `device` (sizes per-thread workspace as training does).
-int device_threads(Device device);
+// What the device plan's --device names sizes workspaces for: cpu, or a GPU model (cuda: one
+// thread per kernel). Planned on any machine, no GPU needed.
+WorkspaceTarget planned_target(const Options& options);
 
 }  // namespace mt

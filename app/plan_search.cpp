@@ -56,7 +56,7 @@ int plan_search(const Options& options, const ModelConfig& model, const TrainCon
     t.use_distributed_optimizer = choice.distributed_optimizer;
     t.overlap_param_gather = t.overlap_param_gather && choice.distributed_optimizer;
     try {
-      const TrainingLayout layout = training_layout(m, t, world_size, device_threads(planned_device(options)));
+      const TrainingLayout layout = training_layout(m, t, world_size, planned_target(options));
       const auto key = std::make_tuple(choice.pp, choice.vp, layout.num_microbatches, layout.microbatch_group_size);
       auto at = pipelines.find(key);
       if (at == pipelines.end()) at = pipelines.emplace(key, pipeline_plan(layout)).first;

@@ -25,6 +25,13 @@ class Backend {
   virtual int max_threads() const { return 1; }
 };
 
+// What per-thread scratch (the attention backward's workspace) is sized for: the device whose
+// kernels use it and the threads one kernel may use there.
+struct WorkspaceTarget {
+  Device device = Device::cpu;
+  int threads = 1;
+};
+
 // The process-wide CPU backend (stateless, so sharing it keeps invariant 8).
 Backend& cpu_backend();
 // The backend owning memory on `device`; mt::Error when this build has none for it.

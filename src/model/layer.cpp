@@ -71,10 +71,10 @@ LayerScratch alloc_layer_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape 
   return sc;
 }
 
-void alloc_layer_scratch_bwd(Arena& a, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads,
-                             MlpKinds kinds) {
+void alloc_layer_scratch_bwd(Arena& a, LayerScratch& sc, const ModelConfig& c, LayerShape shape,
+                             WorkspaceTarget target, MlpKinds kinds) {
   sc.dnorm = a.alloc(DType::f32, {shape.local_rows(), c.hidden_size});
-  alloc_attention_scratch_bwd(a, sc.attention, c, shape, threads);
+  alloc_attention_scratch_bwd(a, sc.attention, c, shape, target);
   if (kinds.dense) alloc_mlp_scratch_bwd(a, sc.mlp, c, shape);
   if (kinds.moe) alloc_moe_scratch_bwd(a, sc.moe, c, shape);
 }

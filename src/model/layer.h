@@ -79,8 +79,8 @@ LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, Lay
 LayerScratch alloc_layer_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape, MlpKinds kinds);
 // ... and what only the backward uses, carved separately so that a forward-only pass can lay
 // its own buffers over it (see Arena::overlay).
-void alloc_layer_scratch_bwd(Arena& arena, LayerScratch& sc, const ModelConfig& c, LayerShape shape, int threads,
-                             MlpKinds kinds);
+void alloc_layer_scratch_bwd(Arena& arena, LayerScratch& sc, const ModelConfig& c, LayerShape shape,
+                             WorkspaceTarget target, MlpKinds kinds);
 
 // All tensors f32 (the caller stages 16-bit weights and activations); each activation the
 // forward produces is rounded to ctx.act_dtype right away, so later ops see the stored values.

@@ -31,7 +31,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
       << "the tensor-parallel group has " << tp_.size() << " ranks but --tensor-model-parallel-size is "
       << config.tensor_model_parallel_size;
   shape_ = {s_, b_, tp_.sp() ? tp_.size() : 1};
-  const int threads = options.threads > 0 ? options.threads : backend.max_threads();
+  const WorkspaceTarget target{backend.device(), options.threads > 0 ? options.threads : backend.max_threads()};
   ShardRanks ranks = shard_sizes(config_);
   ranks.tp_rank = tp_.rank();
   if (config_.moe.enabled()) {  // a dense model has no use for the expert groups
@@ -60,7 +60,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
     });
   if (config_.moe.expert_bias) carve_expert_biases(backend, tracker);
   // Carve once on measuring arenas to learn the exact sizes, then for real.
-  const StageGeometry geometry{config_, range_, b_, options.slots, threads, options.head_chunk_tokens};
+  const StageGeometry geometry{config_, range_, b_, options.slots, target, options.head_chunk_tokens};
   const StageBufferBytes bytes = measure_stage_buffers(geometry);
   activations_ = std::make_unique<Arena>(backend, MemCategory::activations, bytes.activations_reserved, tracker);
   workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes.workspace_reserved, tracker);

@@ -72,7 +72,7 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   // for the [b, n, s, s] probabilities of --attention-backend unfused).
   ws.overlay({[&] {
                 out.scratch = alloc_layer_scratch_fwd(ws, local, shape, stage_kinds);
-                ws.overlay({[&] { alloc_layer_scratch_bwd(ws, out.scratch, local, shape, g.threads, stage_kinds); },
+                ws.overlay({[&] { alloc_layer_scratch_bwd(ws, out.scratch, local, shape, g.target, stage_kinds); },
                             [&] {
                               // No dropout on this path, so no attention-dropout mask.
                               ModelConfig no_dropout = local;

@@ -21,7 +21,7 @@ struct StageGeometry {
   StageRange range;
   int64_t micro_batch = 1;
   int slots = 1;                    // micro-batches in flight (0: forward-only use)
-  int threads = 1;                  // threads the attention workspace is sized for
+  WorkspaceTarget target;           // what the attention workspace is sized for
   int64_t head_chunk_tokens = 512;  // rows of logits alive at once in the output layer
 };
 

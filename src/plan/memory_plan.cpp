@@ -54,7 +54,7 @@ std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const 
       m.state = model_state_bytes(c, m.range, layout.ddp);
       m.activations = stage_activation_formula(c, layout.micro_batch, m.range, m.slots);
       m.workspace = static_cast<int64_t>(
-          measure_stage_buffers({c, m.range, layout.micro_batch, m.slots, layout.threads}).workspace);
+          measure_stage_buffers({c, m.range, layout.micro_batch, m.slots, layout.target}).workspace);
       t.weights += m.state.weights;
       t.grads += m.state.grads;
       t.optimizer += m.state.optimizer;

@@ -27,7 +27,7 @@ struct TrainingLayout {
   int num_microbatches = 1;       // per iteration and data-parallel rank
   int microbatch_group_size = 0;  // interleaving's; 0 = pp
   DdpConfig ddp;                  // data_parallel_size: the grid's
-  int threads = 1;                // the attention workspace's
+  WorkspaceTarget target;         // what the attention workspace is sized for
   // --calculate-per-token-loss: no memory, but one more all-reduce (plan/comm_volume.h).
   bool per_token_loss = false;
 };

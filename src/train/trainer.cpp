@@ -83,7 +83,8 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   return g;
 }
 
-TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size, int threads) {
+TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size,
+                                WorkspaceTarget target) {
   TrainingLayout l;
   l.model = finalized(model);
   l.grid = train_grid_config(model, train, world_size);
@@ -99,7 +100,7 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.ddp.bucket_size = t.ddp_bucket_size;
   l.ddp.overlap_param_gather = t.overlap_param_gather;
   l.ddp.average_in_collective = t.ddp_average_in_collective;
-  l.threads = threads;
+  l.target = target;
   l.per_token_loss = t.calculate_per_token_loss;
   return l;
 }
@@ -147,7 +148,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   // rank's list in the simulator: a bad list fails here, not as a hang), from the layout that
   // `megatron plan` reads too.
   Backend& backend = backend_of(context);
-  const TrainingLayout layout = training_layout(model, train, groups_.world->size(), backend.max_threads());
+  const TrainingLayout layout = training_layout(model, train, groups_.world->size(), {backend.device(), backend.max_threads()});
   pp_rank_ = groups_.grid.dense_coords(groups_.world->rank()).pp;
   const PipelinePlan pipeline = pipeline_plan(layout);
   const PipelinePartition& partition = pipeline.partition;
@@ -161,7 +162,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   stage_options.etp_comm = groups_.etp.get();
   stage_options.etp_ep_comm = groups_.etp_ep.get();
   stage_options.dp_comm = groups_.dp.get();
-  stage_options.threads = layout.threads;
+  stage_options.threads = layout.target.threads;
   stage_options.ddp = layout.ddp;
   const DdpConfig& ddp = layout.ddp;
   std::vector<OptimizedParams> optimized;

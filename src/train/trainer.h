@@ -79,7 +79,8 @@ std::array<int64_t, 3> train_dataset_sizes(const ModelConfig& model, const Train
 // What lays out every rank's memory (plan/memory_plan.h), as the Trainer builds it: the grid,
 // the pipeline split, the schedule's micro-batches, the DDP settings; threads: the backend's.
 // Throws mt::Error for a layout the grid refuses.
-TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size, int threads);
+TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& train, int world_size,
+                                WorkspaceTarget target);
 
 class Trainer {
  public:

@@ -223,7 +223,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     run.calculate_per_token_loss = l.per_token_loss;
     run.loss_scale.bf16 = l.bf16;
     Trainer trainer(m, run, &world());
-    const TrainingLayout layout = training_layout(m, run, world().size(), cpu_backend().max_threads());
+    const TrainingLayout layout = training_layout(m, run, world().size(), {Device::cpu, cpu_backend().max_threads()});
     const std::vector<StepComm> plans = plan_comm(layout);
     const ProcessGroups& groups = trainer.groups();
     const auto pp_rank = static_cast<size_t>(groups.grid.dense_coords(world().rank()).pp);

@@ -37,7 +37,7 @@ LayoutEstimate estimate(ModelConfig m, TrainConfig t, const LayoutChoice& c, con
   if (c.vp > 1) t.pipeline.virtual_stages_per_rank = c.vp;
   t.micro_batch_size = c.micro_batch;
   t.use_distributed_optimizer = c.distributed_optimizer;
-  const TrainingLayout layout = training_layout(m, t, 8, cpu_backend().max_threads());
+  const TrainingLayout layout = training_layout(m, t, 8, {Device::cpu, cpu_backend().max_threads()});
   return estimate_layout(layout, pipeline_plan(layout), c, device);
 }
 

@@ -83,7 +83,7 @@ TEST(PlanCommand, JsonListsEveryRankWithPlanMemorysBytes) {
   t.pipeline.pp = 2;
   t.use_distributed_optimizer = true;
   t.loss_scale.bf16 = true;
-  const std::vector<PipelineRankMemory> want = plan_memory(training_layout(m, t, 8, cpu_backend().max_threads()));
+  const std::vector<PipelineRankMemory> want = plan_memory(training_layout(m, t, 8, {Device::cpu, cpu_backend().max_threads()}));
   ASSERT_EQ(plan.at("ranks").size(), 8u);
   for (const json& r : plan.at("ranks")) {
     const RankMemory& w = want.at(r.at("pp_rank").get<size_t>()).total;

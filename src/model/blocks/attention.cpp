@@ -55,14 +55,15 @@ AttentionScratch alloc_attention_scratch_fwd(Arena& a, const ModelConfig& c, Lay
   return sc;
 }
 
-void alloc_attention_scratch_bwd(Arena& a, AttentionScratch& sc, const ModelConfig& c, LayerShape shape, int threads) {
+void alloc_attention_scratch_bwd(Arena& a, AttentionScratch& sc, const ModelConfig& c, LayerShape shape,
+                                 WorkspaceTarget target) {
   const int64_t s = shape.s, b = shape.b, N = shape.rows();
   const int64_t n = c.num_attention_heads, g = c.num_query_groups, d = c.kv_channels;
   sc.dcontext = a.alloc(DType::f32, {N, n * d});
   sc.dq = a.alloc(DType::f32, {b, n, s, d});
   sc.dk = a.alloc(DType::f32, {b, g, s, d});
   sc.dv = a.alloc(DType::f32, {b, g, s, d});
-  sc.workspace = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, threads))});
+  sc.workspace = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, target.threads, target.device))});
 }
 
 void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, const TensorView& inp,

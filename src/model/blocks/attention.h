@@ -42,7 +42,7 @@ struct AttentionScratch {
 AttentionSaved alloc_attention_saved(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype);
 AttentionScratch alloc_attention_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape);
 void alloc_attention_scratch_bwd(Arena& arena, AttentionScratch& sc, const ModelConfig& c, LayerShape shape,
-                                 int threads);
+                                 WorkspaceTarget target);
 
 // All tensors f32 (the caller stages 16-bit ones); every activation produced is rounded to
 // ctx.act_dtype at once. inp: [Nl, h] (the input norm's output); out: [Nl, h] overwritten.
