@@ -1,0 +1,30 @@
+// Owns the per-element arithmetic of dropout (host/device, base/hd.h): the keep rule on Philox's
+// 24 bits (base/philox.h) and the scaling of a kept element, which the CPU kernels
+// (backend/cpu/dropout.cpp) and the CUDA kernels (backend/cuda/kernels/dropout.cu) share.
+#pragma once
+
+#include <cstdint>
+
+#include "base/hd.h"
+#include "base/philox.h"
+
+namespace mt {
+
+// 1/(1 − p), the scale of a kept element, in f32 as both backends compute it.
+MT_HD inline float dropout_scale(float p) { return 1.0f / (1.0f - p); }
+
+// Element i keeps when its uniform, bits·2^−24, reaches p: bits >= dropout_threshold(p).
+MT_HD inline bool dropout_keeps(uint32_t bits24, uint32_t threshold) { return bits24 >= threshold; }
+
+// A kept element scaled, a dropped one 0.  The product is rounded on its own on the device too
+// (__fmul_rn is never fused into a following add), as the CPU's, where a select stands between
+// the product and any add, so out = residual + dropout(x) gets the same bits on both.
+MT_HD inline float dropout_apply(bool keep, float x, float scale) {
+#if defined(__CUDA_ARCH__)
+  return keep ? __fmul_rn(x, scale) : 0.0f;
+#else
+  return keep ? x * scale : 0.0f;
+#endif
+}
+
+}  // namespace mt
