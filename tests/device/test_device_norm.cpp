@@ -87,5 +87,26 @@ TEST(DeviceNorm, ThreeDimensionalActivations) {
   dev.expect_matches(y_dev, y, kAtol, kRtol, "layernorm_fwd [6, 3, 40]");
 }
 
+// Two device runs of the backward give the same bits (no float atomics, fixed reduction orders).
+TEST(DeviceNorm, BackwardIsBitwiseDeterministic) {
+  const int64_t rows = 513, h = 777;
+  HostTensor x = randn({rows, h}, 31), w = randn({h}, 32), b = randn({h}, 33), dy = randn({rows, h}, 34);
+  HostTensor y = zeros({rows, h}), mean = zeros({rows}), rstd = zeros({rows});
+  layernorm_fwd(y.view(), mean.view(), rstd.view(), x.view(), w.view(), b.view(), 1e-5f);
+  std::vector<HostTensor> runs;
+  DeviceCase dev;
+  const TensorView x_dev = dev.upload(x), w_dev = dev.upload(w), dy_dev = dev.upload(dy);
+  const TensorView mean_dev = dev.upload(mean), rstd_dev = dev.upload(rstd);
+  for (int run = 0; run < 2; ++run) {
+    const TensorView dx = dev.upload(zeros({rows, h}).view()), dw = dev.upload(zeros({h}).view()),
+                     db = dev.upload(zeros({h}).view());
+    layernorm_bwd(dx, dw, db, dy_dev, x_dev, w_dev, mean_dev, rstd_dev);
+    runs.push_back(dev.download(dx));
+    runs.push_back(dev.download(dw));
+    runs.push_back(dev.download(db));
+  }
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(runs[k].bytes, runs[k + 3].bytes) << "output " << k << " differs between runs";
+}
+
 }  // namespace
 }  // namespace mt::test

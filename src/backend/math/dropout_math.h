@@ -16,9 +16,10 @@ MT_HD inline float dropout_scale(float p) { return 1.0f / (1.0f - p); }
 // Element i keeps when its uniform, bits·2^−24, reaches p: bits >= dropout_threshold(p).
 MT_HD inline bool dropout_keeps(uint32_t bits24, uint32_t threshold) { return bits24 >= threshold; }
 
-// A kept element scaled, a dropped one 0.  The product is rounded on its own on the device too
-// (__fmul_rn is never fused into a following add), as the CPU's, where a select stands between
-// the product and any add, so out = residual + dropout(x) gets the same bits on both.
+// A kept element scaled, a dropped one 0.  On the device the product is rounded on its own
+// (__fmul_rn is never fused into a following add), as in the CPU's vectorised loops; GCC may still
+// fuse it into `residual +` or `dx +=` in a loop's scalar remainder, so values agree to an ulp of
+// the product, masks exactly.
 MT_HD inline float dropout_apply(bool keep, float x, float scale) {
 #if defined(__CUDA_ARCH__)
   return keep ? __fmul_rn(x, scale) : 0.0f;
