@@ -1,13 +1,15 @@
-// CPU kernels for the fused softmax cross entropy.  Forward: two passes per row (max, then Σ exp),
-// exp evaluated once per element by the vectorised exp_f32; backward: one pass per row writing
-// dlosses·(exp(x − lse) − onehot), element by element, so dlogits may overwrite logits in place.
+// CPU kernels for the fused softmax cross entropy, over the arithmetic of
+// backend/math/cross_entropy_math.h (shared with the CUDA kernels).  Forward: two passes per row
+// (max, then Σ exp), exp evaluated once per element by the vectorised exp_f32; backward: one pass
+// per row writing dlosses·(exp(x − lse) − onehot), element by element, so dlogits may overwrite
+// logits in place.
 #include "backend/cpu/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/elementwise.h"
+#include "backend/math/cross_entropy_math.h"
 
 namespace mt::cpu {
 
@@ -31,7 +33,7 @@ void check_labels(const TensorView& labels, int64_t vocab, const char* op) {
 float row_max_of(const float* x, int64_t vocab) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
-  for (int64_t v = 0; v < vocab; ++v) mx = x[v] > mx ? x[v] : mx;
+  for (int64_t v = 0; v < vocab; ++v) mx = ce_max(x[v], mx);
   return mx;
 }
 
@@ -41,7 +43,7 @@ double sum_exp_of(const float* x, int64_t vocab, float mx) {
     const int64_t v1 = std::min(vocab, v0 + kSumBlock);
     float block = 0.0f;
 #pragma omp simd reduction(+ : block)
-    for (int64_t v = v0; v < v1; ++v) block += exp_f32(x[v] - mx);
+    for (int64_t v = v0; v < v1; ++v) block += ce_exp(x[v], mx);
     sum += block;
   }
   return sum;
@@ -61,9 +63,9 @@ void cross_entropy_fwd(const TensorView& losses, const TensorView& lse, const Te
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = x_all + r * vocab;
     const float mx = row_max_of(x, vocab);
-    const double row_lse = static_cast<double>(mx) + std::log(sum_exp_of(x, vocab, mx));
+    const double row_lse = ce_lse(mx, sum_exp_of(x, vocab, mx));
     lse_out[r] = static_cast<float>(row_lse);
-    loss[r] = static_cast<float>(row_lse - static_cast<double>(x[lab[r]]));
+    loss[r] = ce_loss(row_lse, x[lab[r]]);
   }
 }
 
@@ -92,7 +94,7 @@ void cross_entropy_shard_bwd(const TensorView& dlogits, const TensorView& dlosse
       continue;
     }
 #pragma omp simd
-    for (int64_t v = 0; v < vocab; ++v) g[v] = d * exp_f32(x[v] - l);
+    for (int64_t v = 0; v < vocab; ++v) g[v] = ce_grad(d, x[v], l);
     const int64_t t = lab[r] - vocab_start;
     if (t >= 0 && t < vocab) g[t] -= d;
   }
@@ -129,9 +131,9 @@ void cross_entropy_shard_loss(const TensorView& losses, const TensorView& lse, c
   const float *mx = row_max.f32(), *sum = sum_exp.f32(), *tgt = target.f32();
   float *lse_out = lse.f32(), *loss = losses.f32();
   for (int64_t r = 0; r < rows; ++r) {
-    const double row_lse = static_cast<double>(mx[r]) + std::log(static_cast<double>(sum[r]));
+    const double row_lse = ce_lse(mx[r], static_cast<double>(sum[r]));
     lse_out[r] = static_cast<float>(row_lse);
-    loss[r] = static_cast<float>(row_lse - static_cast<double>(tgt[r]));
+    loss[r] = ce_loss(row_lse, tgt[r]);
   }
 }
 

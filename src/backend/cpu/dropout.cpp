@@ -4,6 +4,7 @@
 #include "backend/cpu/dropout.h"
 
 #include "backend/cpu/philox_simd.h"
+#include "backend/math/dropout_math.h"
 
 #include <algorithm>
 #include <cstring>
@@ -30,7 +31,7 @@ void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int
     }
     return;
   }
-  const float scale = 1.0f / (1.0f - p);
+  const float scale = dropout_scale(p);
 #pragma omp parallel for schedule(static)
   for (int64_t ch = 0; ch < chunks; ++ch) {
     const int64_t begin = ch * kChunk, end = std::min(n, begin + kChunk);
@@ -38,10 +39,10 @@ void dropout_impl(float* y, uint8_t* mask, const float* x, const float* res, int
     if (!x) continue;
     if (res) {
 #pragma omp simd
-      for (int64_t i = begin; i < end; ++i) y[i] = res[i] + (mask[i] ? x[i] * scale : 0.0f);
+      for (int64_t i = begin; i < end; ++i) y[i] = res[i] + dropout_apply(mask[i], x[i], scale);
     } else {
 #pragma omp simd
-      for (int64_t i = begin; i < end; ++i) y[i] = mask[i] ? x[i] * scale : 0.0f;
+      for (int64_t i = begin; i < end; ++i) y[i] = dropout_apply(mask[i], x[i], scale);
     }
   }
 }
@@ -65,12 +66,12 @@ void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_
 
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
   const int64_t n = dout.numel();
-  const float scale = 1.0f / (1.0f - p);
+  const float scale = dropout_scale(p);
   const float* dy = dout.f32();
   const uint8_t* keep = mask.u8();
   float* dx = dinp.f32();
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dx[i] += keep[i] ? dy[i] * scale : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dx[i] += dropout_apply(keep[i], dy[i], scale);
 }
 
 }  // namespace mt::cpu

@@ -1,11 +1,14 @@
-// CPU kernels for LayerNorm and RMSNorm.  Per-row work (statistics, dinp) is parallel over rows;
-// the weight/bias gradients sum over rows, so they are parallel over column blocks instead: each
-// column is summed by one thread in row order, in double, which is race-free and gives the same
-// bits for any thread count.
+// CPU kernels for LayerNorm and RMSNorm, over the per-element arithmetic of
+// backend/math/norm_math.h (shared with the CUDA kernels).  Per-row work (statistics, dinp) is
+// parallel over rows; the weight/bias gradients sum over rows, so they are parallel over column
+// blocks instead: each column is summed by one thread in row order, in double, which is race-free
+// and gives the same bits for any thread count.
 #include "backend/cpu/norm.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "backend/math/norm_math.h"
 
 namespace mt::cpu {
 
@@ -28,7 +31,7 @@ void norm_param_grads(float* dweight, float* dbias, const float* dout, const flo
       const float m = mean ? mean[r] : 0.0f, rs = rstd[r];
 #pragma omp simd
       for (int64_t c = 0; c < nc; ++c) {
-        acc_w[c] += static_cast<double>(dy[c] * ((x[c] - m) * rs));
+        acc_w[c] += norm_dweight_term(dy[c], x[c], m, rs);
         acc_b[c] += static_cast<double>(dy[c]);
       }
     }
@@ -66,15 +69,15 @@ void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorVi
       const float d = x[c] - m;
       sq += d * d;
     }
-    const float rs = 1.0f / std::sqrt(sq * inv_h + eps);
+    const float rs = norm_rstd(sq, inv_h, eps);
     mean_out[r] = m;
     rstd_out[r] = rs;
     if (b) {
 #pragma omp simd
-      for (int64_t c = 0; c < h; ++c) y[c] = (x[c] - m) * rs * w[c] + b[c];
+      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c], b[c]);
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < h; ++c) y[c] = (x[c] - m) * rs * w[c];
+      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c]);
     }
   }
 }
@@ -105,14 +108,11 @@ void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tens
     for (int64_t c = 0; c < h; ++c) {
       const float g = dy[c] * w[c];
       sum_g += g;
-      sum_gx += g * ((x[c] - m) * rs);
+      sum_gx += g * norm_xhat(x[c], m, rs);
     }
     const float mean_g = sum_g * inv_h, mean_gx = sum_gx * inv_h;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) {
-      const float xhat = (x[c] - m) * rs;
-      dx[c] += rs * (dy[c] * w[c] - mean_g - xhat * mean_gx);
-    }
+    for (int64_t c = 0; c < h; ++c) dx[c] += layernorm_dinp(x[c], dy[c], w[c], m, rs, mean_g, mean_gx);
   }
 }
 
@@ -131,10 +131,10 @@ void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView
     float sq = 0.0f;
 #pragma omp simd reduction(+ : sq)
     for (int64_t c = 0; c < h; ++c) sq += x[c] * x[c];
-    const float rs = 1.0f / std::sqrt(sq * inv_h + eps);
+    const float rs = norm_rstd(sq, inv_h, eps);
     rstd_out[r] = rs;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) y[c] = x[c] * rs * w[c];
+    for (int64_t c = 0; c < h; ++c) y[c] = rmsnorm_out(x[c], rs, w[c]);
   }
 }
 
@@ -157,10 +157,10 @@ void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tensor
     const float rs = rstd_in[r];
     float sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_gx)
-    for (int64_t c = 0; c < h; ++c) sum_gx += dy[c] * w[c] * (x[c] * rs);
+    for (int64_t c = 0; c < h; ++c) sum_gx += rmsnorm_gx(x[c], dy[c], w[c], rs);
     const float mean_gx = sum_gx * inv_h;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) dx[c] += rs * (dy[c] * w[c] - x[c] * rs * mean_gx);
+    for (int64_t c = 0; c < h; ++c) dx[c] += rmsnorm_dinp(x[c], dy[c], w[c], rs, mean_gx);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/math/dropout_math.h"
 #include "base/philox.h"
 #include "base/rng.h"
 
@@ -61,7 +62,7 @@ inline void philox_keep(const RngStream& rng, uint64_t first, int64_t count, flo
     philox_lanes(rng, chunk >> 2, words);
     const uint64_t lo = chunk > first ? chunk : first;
     const uint64_t hi = chunk + 4 * kPhiloxLanes < end ? chunk + 4 * kPhiloxLanes : end;
-    for (uint64_t e = lo; e < hi; ++e) out[e - first] = (words[e - chunk] >> 8) >= threshold ? on : T(0);
+    for (uint64_t e = lo; e < hi; ++e) out[e - first] = dropout_keeps(words[e - chunk] >> 8, threshold) ? on : T(0);
   }
 }
 
