@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/config.h"
 #include "model/param_layout.h"
 #include "parallel/grid.h"
