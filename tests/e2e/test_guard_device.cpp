@@ -6,6 +6,7 @@
 // scaling, gradient accumulation, recomputation, MoE with auxiliary losses and expert bias,
 // evaluation), checkpoint save and resume (on guard and across guard and CPU), and inference
 // (the engine's logits, greedy generation, weights read from a checkpoint).
+#include <cstring>
 #include <vector>
 
 #include "backend/guard.h"
@@ -131,6 +132,57 @@ TEST(GuardDevice, MoeTrainsAsOnTheCpu) {
   biased.moe.aux_loss_coeff = 0.0;
   biased.moe.dispatcher = MoeDispatcher::alltoall;
   expect_guard_equals_cpu(biased, short_run(3));
+}
+
+// ---- Checkpoints ----
+
+std::vector<uint8_t> host_bytes(const TensorView& t) {
+  std::vector<uint8_t> out(t.bytes());
+  backend_for(t.device).copy_to_host(out.data(), t.data, t.bytes());
+  return out;
+}
+
+// Trained 6 iterations on `save_on`, saving at 3 and 6; resumed from 3 on `resume_on`: both equal
+// the CPU run's iterations and final weights.
+void expect_exact_resume(const ModelConfig& m, DType dtype, Backend& save_on, Backend& resume_on) {
+  test::TempDir dir;
+  TrainConfig whole = short_run(6, dtype);
+  whole.eval_iters = 0;
+  whole.eval_interval.reset();
+  Trainer reference(m, whole, RunContext::cpu());
+  const TrainResult want = reference.run([](const std::string&) {});
+  TrainConfig saving = whole;
+  saving.checkpoint.save = dir.path();
+  saving.checkpoint.save_interval = 3;
+  expect_same_run(run_on(save_on, m, saving), want);
+  TrainConfig rest = whole;
+  rest.checkpoint.load = dir.path();
+  rest.checkpoint.ckpt_step = 3;
+  Trainer resumed(m, rest, RunContext{nullptr, &resume_on});
+  ASSERT_EQ(resumed.load_checkpoint(dir.path()), 3);
+  const TrainResult got = resumed.run([](const std::string&) {});
+  TrainResult tail;
+  tail.iterations.assign(want.iterations.begin() + 3, want.iterations.end());
+  expect_same_run(got, tail);
+  for (const Param& p : resumed.model().params().params())
+    EXPECT_TRUE(host_bytes(p.value) == host_bytes(reference.model().params().get(p.name).value)) << p.name;
+}
+
+TEST(GuardDevice, CheckpointSavedOnGuardResumesExactly) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    expect_exact_resume(llama_model(dtype), dtype, guard_backend(), guard_backend());
+    expect_exact_resume(llama_model(dtype), dtype, guard_backend(), cpu_backend());
+    expect_exact_resume(llama_model(dtype), dtype, cpu_backend(), guard_backend());
+  }
+}
+
+TEST(GuardDevice, MoeCheckpointWithExpertBiasResumesExactly) {
+  ModelConfig m = moe_model();
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  m.moe.aux_loss_coeff = 0.0;
+  expect_exact_resume(m, DType::f32, guard_backend(), guard_backend());
 }
 
 }  // namespace
