@@ -3,12 +3,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/host_access.h"
 #include "comm/loopback.h"
 
 namespace mt {
 
 void check_reduce_args(const TensorView& t, const char* op, ReduceOp reduce) {
-  MT_CHECK(t.device == Device::cpu) << op << ": host tensors only (this communicator has no device path)";
+  MT_CHECK(host_addressable(t)) << op << ": host tensors only (this communicator has no device path)";
   MT_CHECK(t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i32)
       << op << ": reduces f32, f64 or i32, got " << t.str();
   MT_CHECK(reduce != ReduceOp::avg || t.dtype != DType::i32) << op << ": an average needs f32 or f64, got " << t.str();
@@ -32,7 +33,7 @@ bool is_part(const TensorView& whole, const TensorView& part, int rank) {
 }
 
 void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op, int in_place_rank) {
-  MT_CHECK(whole.device == Device::cpu && part.device == Device::cpu) << op << ": host tensors only";
+  MT_CHECK(host_addressable(whole) && host_addressable(part)) << op << ": host tensors only";
   MT_CHECK(whole.dtype == part.dtype) << op << ": dtypes differ: " << whole.str() << " vs " << part.str();
   MT_CHECK(whole.numel() == part.numel() * size)
       << op << ": the whole tensor " << whole.str() << " must hold " << size << " parts of " << part.str();
@@ -45,7 +46,7 @@ void check_gather_args(const TensorView& whole, const TensorView& part, int size
 
 void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
                            std::span<const int64_t> send_counts, int size, const char* op) {
-  MT_CHECK(out.device == Device::cpu && in.device == Device::cpu) << op << ": host tensors only";
+  MT_CHECK(host_addressable(out) && host_addressable(in)) << op << ": host tensors only";
   MT_CHECK(out.dtype == in.dtype) << op << ": dtypes differ: out " << out.str() << " vs in " << in.str();
   auto check_side = [&](std::span<const int64_t> counts, const TensorView& t, const char* side, const char* name) {
     MT_CHECK(counts.size() == static_cast<size_t>(size))
@@ -67,7 +68,7 @@ void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_
 }
 
 void check_p2p_args(const TensorView& t, int peer, int tag, int size, int max_tag, const char* op) {
-  MT_CHECK(t.device == Device::cpu) << op << " (peer " << peer << ", tag " << tag << ", " << t.str()
+  MT_CHECK(host_addressable(t)) << op << " (peer " << peer << ", tag " << tag << ", " << t.str()
                                     << "): host tensors only (this communicator has no device path)";
   MT_CHECK(peer >= 0 && peer < size) << op << ": peer rank " << peer << " is out of [0, " << size << ") (tag "
                                      << tag << ", " << t.str() << ")";
@@ -98,11 +99,13 @@ class SelfCommunicator final : public Communicator {
   void all_reduce(const TensorView& t, ReduceOp op) override { check_reduce_args(t, "all_reduce", op); }
   void all_gather(const TensorView& out, const TensorView& in) override {
     check_gather_args(out, in, 1, "all_gather", 0);
+    const HostAccess open{out, in};
     if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
   }
   void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override {
     check_reduce_args(in, "reduce_scatter", op);
     check_gather_args(in, out, 1, "reduce_scatter");
+    const HostAccess open{out, in};
     std::memcpy(out.data, in.data, in.bytes());
   }
   void broadcast(const TensorView& t, int root) override {
@@ -112,6 +115,7 @@ class SelfCommunicator final : public Communicator {
   void all_to_all_v(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
                     std::span<const int64_t> send_counts) override {
     check_all_to_all_args(out, recv_counts, in, send_counts, 1, "all_to_all_v");
+    const HostAccess open{out, in};
     if (in.bytes() > 0) std::memcpy(out.data, in.data, in.bytes());
   }
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {

@@ -1,8 +1,8 @@
 // Owns the Communicator interface (DESIGN invariant 5): the collectives the parallel layers, the
 // optimizer, the pipeline and checkpoints use, and the tagged point-to-point messages the pipeline
-// schedules use, on host tensors, in blocking and non-blocking form, plus split (sub-groups by role)
-// and abort (every rank exits, nobody hangs). Implementations: the size-1 one here, MPI in
-// mpi_communicator.h; a counting wrapper for tests.
+// schedules use, on host tensors (guard tensors too: comm/host_access.h), in blocking and
+// non-blocking form, plus split (sub-groups by role) and abort (every rank exits, nobody hangs).
+// Implementations: the size-1 one here, MPI in mpi_communicator.h; a counting wrapper for tests.
 #pragma once
 
 #include <cstdint>

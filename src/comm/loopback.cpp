@@ -1,5 +1,7 @@
 #include "comm/loopback.h"
 
+#include "comm/host_access.h"
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -25,6 +27,7 @@ struct PostedRecv {
 
 void fill(const TensorView& t, const void* bytes, size_t n, int rank, int tag, const char* op) {
   check_message_bytes(n, t, rank, tag, op);
+  const HostAccess open{t};
   if (n > 0) std::memcpy(t.data, bytes, n);
 }
 
@@ -70,11 +73,13 @@ void Loopback::send(const TensorView& t, int rank, int tag) {
   auto it = std::find_if(posted.begin(), posted.end(), [&](const auto& r) { return r->tag == tag; });
   if (it != posted.end()) {
     PostedRecv& r = **it;
+    const HostAccess open{t};
     fill(r.t, t.data, t.bytes(), rank, tag, r.op.c_str());
     r.filled = true;
     posted.erase(it);
     return;
   }
+  const HostAccess open{t};
   const auto* bytes = static_cast<const unsigned char*>(t.data);
   state_->queued.push_back({tag, std::vector<unsigned char>(bytes, bytes + t.bytes())});
 }

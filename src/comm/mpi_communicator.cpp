@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/host_access.h"
 #include "comm/loopback.h"
 
 namespace mt {
@@ -57,6 +58,8 @@ class MpiRequest final : public CommRequest {
   // A receive: wait() checks that the message filled `t` exactly.
   MpiRequest(const TensorView& t, int src, int tag) : is_recv_(true), recv_(t), src_(src), tag_(tag) {}
   MPI_Request* handle() { return &request_; }
+  // Host copies of the call's guard tensors; copied back once it completes.
+  HostStaging& staging() { return staging_; }
   // ReduceOp::avg: once complete, `result` is divided by the group size.
   void average_on_completion(const TensorView& result, int size) {
     average_ = result;
@@ -76,6 +79,7 @@ class MpiRequest final : public CommRequest {
     if (!is_recv_) {
       check(rc, "MPI_Wait");
       if (!average_.empty()) divide_in_place(average_, divisor_);
+      staging_.finish();
       return;
     }
     int error_class = MPI_SUCCESS;
@@ -88,10 +92,13 @@ class MpiRequest final : public CommRequest {
     int count = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
     check_message_bytes(static_cast<size_t>(count), recv_, src_, tag_, "recv_async");
+    staging_.finish();
   }
   ~MpiRequest() override {
     // Never leave a collective or a message dangling: complete it (errors here cannot be thrown).
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    if (request_ == MPI_REQUEST_NULL) return;
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    staging_.finish();
   }
 
  private:
@@ -99,8 +106,9 @@ class MpiRequest final : public CommRequest {
   bool is_recv_ = false;
   TensorView recv_;
   int src_ = -1, tag_ = -1;
-  TensorView average_;
+  TensorView average_;  // host (the staged copy of a guard tensor)
   int divisor_ = 1;
+  HostStaging staging_;
 };
 
 class MpiCommunicator final : public Communicator {
@@ -124,6 +132,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(const TensorView& t, ReduceOp op) override {
     check_reduce_args(t, "all_reduce", op);
+    const HostAccess open{t};
     // MPI counts are int: a whole gradient buffer can exceed 2^31 elements, so go in pieces.
     const int64_t piece = int64_t{1} << 30;
     auto* data = static_cast<char*>(t.data);
@@ -137,19 +146,22 @@ class MpiCommunicator final : public Communicator {
   }
   void all_gather(const TensorView& out, const TensorView& in) override {
     check_gather_args(out, in, size_, "all_gather", rank_);
+    const HostAccess open{out, in};
     const int count = byte_count(in, "all_gather");
     check(MPI_Allgather(gather_input(out, in, rank_), count, MPI_BYTE, out.data, count, MPI_BYTE, comm_), "MPI_Allgather");
   }
   void reduce_scatter(const TensorView& out, const TensorView& in, ReduceOp op) override {
     check_reduce_args(in, "reduce_scatter", op);
     check_gather_args(in, out, size_, "reduce_scatter");
+    const HostAccess open{out, in};
     check(MPI_Reduce_scatter_block(in.data, out.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_),
           "MPI_Reduce_scatter_block");
     if (op == ReduceOp::avg) divide_in_place(out, size_);
   }
   void broadcast(const TensorView& t, int root) override {
-    MT_CHECK(t.device == Device::cpu) << "broadcast: host tensors only";
+    MT_CHECK(host_addressable(t)) << "broadcast: host tensors only";
     MT_CHECK(root >= 0 && root < size_) << "broadcast: root " << root << " out of [0, " << size_ << ")";
+    const HostAccess open{t};
     check(MPI_Bcast(t.data, byte_count(t, "broadcast"), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
@@ -176,6 +188,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Datatype element = MPI_DATATYPE_NULL;
     check(MPI_Type_contiguous(static_cast<int>(dtype_size(in.dtype)), MPI_BYTE, &element), "MPI_Type_contiguous");
     check(MPI_Type_commit(&element), "MPI_Type_commit");
+    const HostAccess open{out, in};
     const int rc = MPI_Alltoallv(in.data, sendc, sdispl, element, out.data, recvc, rdispl, element, comm_);
     MPI_Type_free(&element);
     check(rc, "MPI_Alltoallv");
@@ -184,8 +197,9 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> all_reduce_async(const TensorView& t, ReduceOp op) override {
     check_reduce_args(t, "all_reduce_async", op);
     auto r = std::make_unique<MpiRequest>();
-    if (op == ReduceOp::avg) r->average_on_completion(t, size_);
-    check(MPI_Iallreduce(MPI_IN_PLACE, t.data, element_count(t), mpi_type(t.dtype), mpi_op(op), comm_, r->handle()),
+    const TensorView h = r->staging().host(t, true, true);
+    if (op == ReduceOp::avg) r->average_on_completion(h, size_);
+    check(MPI_Iallreduce(MPI_IN_PLACE, h.data, element_count(h), mpi_type(h.dtype), mpi_op(op), comm_, r->handle()),
           "MPI_Iallreduce");
     return r;
   }
@@ -193,7 +207,11 @@ class MpiCommunicator final : public Communicator {
     check_gather_args(out, in, size_, "all_gather_async", rank_);
     auto r = std::make_unique<MpiRequest>();
     const int count = byte_count(in, "all_gather_async");
-    check(MPI_Iallgather(gather_input(out, in, rank_), count, MPI_BYTE, out.data, count, MPI_BYTE, comm_, r->handle()), "MPI_Iallgather");
+    // A staged part is no longer inside the staged whole: gather_input then sends it as a copy.
+    const TensorView out_h = r->staging().host(out, false, true), in_h = r->staging().host(in, true, false);
+    check(MPI_Iallgather(gather_input(out_h, in_h, rank_), count, MPI_BYTE, out_h.data, count, MPI_BYTE, comm_,
+                         r->handle()),
+          "MPI_Iallgather");
     return r;
   }
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
@@ -201,8 +219,9 @@ class MpiCommunicator final : public Communicator {
     check_reduce_args(in, "reduce_scatter_async", op);
     check_gather_args(in, out, size_, "reduce_scatter_async");
     auto r = std::make_unique<MpiRequest>();
-    if (op == ReduceOp::avg) r->average_on_completion(out, size_);
-    check(MPI_Ireduce_scatter_block(in.data, out.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_,
+    const TensorView out_h = r->staging().host(out, false, true), in_h = r->staging().host(in, true, false);
+    if (op == ReduceOp::avg) r->average_on_completion(out_h, size_);
+    check(MPI_Ireduce_scatter_block(in_h.data, out_h.data, element_count(out), mpi_type(in.dtype), mpi_op(op), comm_,
                                     r->handle()),
           "MPI_Ireduce_scatter_block");
     return r;
@@ -212,6 +231,7 @@ class MpiCommunicator final : public Communicator {
   void send(const TensorView& t, int dst, int tag) override {
     check_p2p_args(t, dst, tag, size_, max_tag_, "send");
     if (dst == rank_) return loopback_.send(t, rank_, tag);
+    const HostAccess open{t};
     check(MPI_Send(t.data, byte_count(t, "send"), MPI_BYTE, dst, tag, comm_), "MPI_Send");
   }
   void recv(const TensorView& t, int src, int tag) override {
@@ -224,6 +244,7 @@ class MpiCommunicator final : public Communicator {
     int arrived = 0;
     check(MPI_Get_count(&status, MPI_BYTE, &arrived), "MPI_Get_count");
     check_message_bytes(static_cast<size_t>(arrived), t, src, tag, "recv");
+    const HostAccess open{t};
     check(MPI_Recv(t.data, count, MPI_BYTE, src, tag, comm_, MPI_STATUS_IGNORE), "MPI_Recv");
   }
   std::unique_ptr<CommRequest> send_async(const TensorView& t, int dst, int tag) override {
@@ -233,14 +254,16 @@ class MpiCommunicator final : public Communicator {
       loopback_.send(t, rank_, tag);
       return r;  // already complete
     }
-    check(MPI_Isend(t.data, byte_count(t, "send_async"), MPI_BYTE, dst, tag, comm_, r->handle()), "MPI_Isend");
+    const TensorView h = r->staging().host(t, true, false);
+    check(MPI_Isend(h.data, byte_count(t, "send_async"), MPI_BYTE, dst, tag, comm_, r->handle()), "MPI_Isend");
     return r;
   }
   std::unique_ptr<CommRequest> recv_async(const TensorView& t, int src, int tag) override {
     check_p2p_args(t, src, tag, size_, max_tag_, "recv_async");
     if (src == rank_) return loopback_.recv_async(t, rank_, tag, "recv_async");
     auto r = std::make_unique<MpiRequest>(t, src, tag);
-    check(MPI_Irecv(t.data, byte_count(t, "recv_async"), MPI_BYTE, src, tag, comm_, r->handle()), "MPI_Irecv");
+    const TensorView h = r->staging().host(t, false, true);
+    check(MPI_Irecv(h.data, byte_count(t, "recv_async"), MPI_BYTE, src, tag, comm_, r->handle()), "MPI_Irecv");
     return r;
   }
 

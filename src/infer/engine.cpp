@@ -21,7 +21,6 @@ struct InferenceEngine::StepBuffers {
   TensorView embedding_mask;          // u8 [T, h] (no dropout: never written)
   LayerActivations act;               // one layer's transients, reused by every layer
   LayerScratch scratch;
-  TensorView rows;                    // i32 [R]: the token row of each logit row
   TensorView selected, final_out;     // f32 [R, h]
   TensorView mean, rstd;              // f32 [R]
   TensorView local_logits;            // f32 [R, V/t]
@@ -42,7 +41,6 @@ InferenceEngine::StepBuffers InferenceEngine::carve(Arena& a, int64_t T, int64_t
   const MlpKinds kinds = config_.mlp_kinds(0, config_.num_layers);
   b.act = alloc_layer_activations(a, local_, shape, DType::f32, kinds, /*with_output=*/false);
   b.scratch = alloc_layer_scratch_fwd(a, local_, shape, kinds);
-  b.rows = a.alloc(DType::i32, {R});
   b.selected = a.alloc(DType::f32, {R, h});
   b.final_out = a.alloc(DType::f32, {R, h});
   b.mean = a.alloc(DType::f32, {R});
@@ -65,7 +63,7 @@ int64_t kv_cache_bytes_per_slot(const ModelConfig& config, int64_t max_sequence_
 
 InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, MemoryTracker* tracker,
                                  const EngineOptions& options)
-    : config_(config), options_(options) {
+    : config_(config), options_(options), backend_(backend) {
   const int tp = static_cast<int>(config_.tensor_model_parallel_size);
   const int tp_size = options.tp_comm ? options.tp_comm->size() : 1;
   MT_CHECK(tp == tp_size) << "the model is split " << tp << " ways but the tensor-parallel group has " << tp_size
@@ -108,6 +106,13 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
   if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base);
   carve(measure_step, options.max_step_tokens, options.max_step_tokens);
   workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, measure_step.used(), tracker);
+  // A step's inputs are written, and its logits read, in host memory, then copied (device-clean).
+  const auto T = static_cast<size_t>(options.max_step_tokens);
+  host_tokens_.resize(T);
+  host_positions_.resize(T);
+  host_slots_.resize(T);
+  host_rows_.resize(T);
+  if (backend.device() != Device::cpu) host_logits_.resize(T * static_cast<size_t>(config_.padded_vocab_size()));
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -132,11 +137,14 @@ TensorView InferenceEngine::step(const std::vector<SequenceChunk>& chunks) {
     for (int64_t i = 0; i < c.count; ++i, ++row) {
       MT_CHECK(c.tokens[i] >= 0 && c.tokens[i] < config_.vocab_size)
           << "token id " << c.tokens[i] << " is outside the vocabulary [0, " << config_.vocab_size << ")";
-      b.tokens.i32()[row] = c.tokens[i];
-      b.positions.i32()[row] = static_cast<int32_t>(c.start + i);
-      b.slots.i32()[row] = static_cast<int32_t>(c.slot);
-      if (c.all_logits || i == c.count - 1) b.rows.i32()[out++] = static_cast<int32_t>(row);
+      host_tokens_[row] = c.tokens[i];
+      host_positions_[row] = static_cast<int32_t>(c.start + i);
+      host_slots_[row] = static_cast<int32_t>(c.slot);
+      if (c.all_logits || i == c.count - 1) host_rows_[out++] = row;
     }
+  backend_.copy_from_host(b.tokens.data, host_tokens_.data(), b.tokens.bytes());
+  backend_.copy_from_host(b.positions.data, host_positions_.data(), b.positions.bytes());
+  backend_.copy_from_host(b.slots.data, host_slots_.data(), b.slots.bytes());
 
   TensorParallel tp;
   tp.comm = options_.tp_comm;
@@ -165,13 +173,16 @@ TensorView InferenceEngine::step(const std::vector<SequenceChunk>& chunks) {
     x = act.out;
   }
   // The head on the rows asked for: final norm, output layer (this rank's vocabulary columns).
-  for (int64_t r = 0; r < R; ++r) copy_tensor(b.selected.rows(r, 1), x.rows(b.rows.i32()[r], 1));
+  for (int64_t r = 0; r < R; ++r) copy_tensor(b.selected.rows(r, 1), x.rows(host_rows_[r], 1));
   norm_fwd(local_, b.final_out, b.mean, b.rstd, b.selected, w.final_norm_weight, w.final_norm_bias);
   ctx.round(b.final_out);
   column_parallel_linear_fwd(tp, b.local_logits, b.final_out, w.output_weight, TensorView(), TensorView());
   ctx.round(b.local_logits);
   if (tp.active()) gather_from_tp_fwd(tp, b.logits, b.local_logits, b.gather_scratch);
-  return b.logits;
+  if (b.logits.device == Device::cpu) return b.logits;
+  const TensorView host(host_logits_.data(), DType::f32, b.logits.shape);
+  backend_.copy_to_host(host.data, b.logits.data, b.logits.bytes());
+  return host;
 }
 
 }  // namespace mt

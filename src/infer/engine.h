@@ -51,9 +51,10 @@ class InferenceEngine {
   int64_t max_sequence_length() const { return max_len_; }
 
   // Runs the chunks' tokens, appending their keys and values to their slots. Returns f32 logits
-  // [R, padded vocabulary], one row per chunk (its last token's) or, for an all_logits chunk, one
-  // per token, in chunk order; the same on every tp rank. Valid until the next step. A chunk
-  // overwrites its slot's cache from `start` on, so restarting a slot at 0 starts a new sequence.
+  // [R, padded vocabulary] in host memory, one row per chunk (its last token's) or, for an
+  // all_logits chunk, one per token, in chunk order; the same on every tp rank. Valid until the
+  // next step. A chunk overwrites its slot's cache from `start` on, so restarting a slot at 0
+  // starts a new sequence.
   TensorView step(const std::vector<SequenceChunk>& chunks);
 
  private:
@@ -64,12 +65,18 @@ class InferenceEngine {
   ModelConfig config_;  // the whole model
   ModelConfig local_;   // what this tp rank computes, without dropout
   EngineOptions options_;
+  Backend& backend_;  // where the weights, the cache and the step's buffers live
   int64_t max_len_ = 0;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<Arena> cache_arena_;  // the KV cache and the RoPE tables
   std::unique_ptr<Arena> workspace_;    // one step's buffers, carved anew each step
   std::vector<TensorView> k_cache_, v_cache_;  // per layer, f32 [slots, g/t, max_len, d]
   TensorView rope_cos_, rope_sin_;             // [max_position_embeddings, d/2] (RoPE)
+  // Host mirrors of one step (max_step_tokens entries): inputs, the token row of each logit row,
+  // and (off the CPU) the logits [R, padded vocabulary] handed back.
+  std::vector<int32_t> host_tokens_, host_positions_, host_slots_;
+  std::vector<int64_t> host_rows_;
+  std::vector<float> host_logits_;
 };
 
 }  // namespace mt

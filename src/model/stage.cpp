@@ -109,6 +109,9 @@ void Stage::carve_expert_biases(Backend& backend, MemoryTracker* tracker) {
   }
   state_->zero_used();
   host_counts_.resize(static_cast<size_t>(E));
+  // The update reads the counts on the biases' device (workspace: dead between updates).
+  bias_counts_arena_ = std::make_unique<Arena>(backend, MemCategory::workspace, bytes, tracker);
+  bias_counts_ = bias_counts_arena_->alloc(DType::f32, {E});
 }
 
 void Stage::update_expert_biases(const std::vector<double>& tokens_per_expert) {
@@ -121,7 +124,8 @@ void Stage::update_expert_biases(const std::vector<double>& tokens_per_expert) {
     const TensorView& bias = expert_biases_[k].second;
     for (int64_t e = 0; e < E; ++e)
       host_counts_[static_cast<size_t>(e)] = static_cast<float>(tokens_per_expert[static_cast<size_t>(layer * E + e)]);
-    moe_expert_bias_update(bias, TensorView(host_counts_.data(), DType::f32, {E}), config_.moe.bias_update_rate);
+    backend_.copy_from_host(bias_counts_.data, host_counts_.data(), bias_counts_.bytes());
+    moe_expert_bias_update(bias, bias_counts_, config_.moe.bias_update_rate);
   }
 }
 

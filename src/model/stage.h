@@ -185,6 +185,8 @@ class Stage {
   std::vector<std::pair<std::string, TensorView>> expert_biases_;
   std::vector<int64_t> bias_layers_;  // the global layer of each
   std::vector<float> host_counts_;  // [E], for the bias update
+  std::unique_ptr<Arena> bias_counts_arena_;
+  TensorView bias_counts_;  // f32 [E]: host_counts_ on the device
   std::unique_ptr<Arena> activations_;
   std::unique_ptr<Arena> workspace_;
   StageBuffers buf_;  // every buffer of both arenas (stage_buffers.h)

@@ -83,12 +83,20 @@ void check_f32(const TensorView& t, int64_t rows, int64_t cols, const char* op, 
   check_shape(t, {rows, cols}, op, name);
 }
 
-// routes[e] = Σ_t map[t, e] over the rows of map (u8 [n, E], on the host); the per-rank routing
-// bounds are checked by the callers.
-void count_routes(const TensorView& map, int64_t first_row, int64_t n, int64_t E, int64_t* routes) {
-  MT_CHECK(map.device == Device::cpu) << "expert dispatch reads the routing map on the host; got " << map.str();
+// routes[e] = Σ_t map[t, e] over rows [first_row, first_row + n) of map (u8 [*, E]), read on the
+// host: in place in host memory, else from a copy in host_map (as Megatron moves tokens_per_expert
+// to the CPU); the per-rank routing bounds are checked by the callers.
+void count_routes(const TensorView& map, int64_t first_row, int64_t n, int64_t E, std::vector<uint8_t>& host_map,
+                  int64_t* routes) {
   std::fill(routes, routes + E, 0);
-  const uint8_t* m = map.u8() + first_row * E;
+  const uint8_t* m = static_cast<const uint8_t*>(map.data) + first_row * E;
+  if (map.device != Device::cpu) {
+    const auto bytes = static_cast<size_t>(n * E);
+    MT_CHECK(host_map.size() >= bytes) << "expert dispatch: the routing map's host copy holds " << host_map.size()
+                                       << " bytes, " << bytes << " needed";
+    backend_for(map.device).copy_to_host(host_map.data(), m, bytes);
+    m = host_map.data();
+  }
   for (int64_t t = 0; t < n; ++t)
     for (int64_t e = 0; e < E; ++e) routes[e] += m[t * E + e] != 0;
 }
@@ -301,6 +309,7 @@ ExpertDispatchScratch alloc_expert_dispatch_scratch(Arena& arena, const ExpertDi
   const Layout l = layout_of(options, groups, "alloc_expert_dispatch_scratch");
   ExpertDispatchScratch x;
   x.routes.assign(static_cast<size_t>(l.E), 0);
+  x.host_map.assign(static_cast<size_t>(l.w() * l.E), 0);
   if (l.exchange) {
     x.permuted = arena.alloc(DType::f32, {l.L_max, l.h});
     x.exchanged = arena.alloc(DType::f32, {l.R_max, l.h});
@@ -334,7 +343,7 @@ void expert_dispatch_fwd(const ExpertDispatchOptions& options, const ExpertParal
   int64_t* routes = scratch.routes.data();
 
   if (l.exchange) {
-    count_routes(routing_map, 0, l.T, l.E, routes);
+    count_routes(routing_map, 0, l.T, l.E, scratch.host_map, routes);
     exchange_routes(l, groups, saved, scratch, routes, op);
     int64_t rows = 0;
     for (int64_t e = 0; e < l.E; ++e) rows += routes[e];
@@ -361,7 +370,7 @@ void expert_dispatch_fwd(const ExpertDispatchOptions& options, const ExpertParal
   std::fill(saved.tokens_per_expert.begin(), saved.tokens_per_expert.end(), 0);
   saved.num_rows = 0;
   for (int64_t src = 0; src < l.G; ++src) {
-    count_routes(map, src * l.T, l.T, l.E, routes);
+    count_routes(map, src * l.T, l.T, l.E, scratch.host_map, routes);
     const std::string error = route_bound_error(l, routes);
     if (!error.empty()) fail_bounds("rank " + std::to_string(src) + " of the etp × ep group", error, op);
     for (int64_t e = 0; e < l.El; ++e) saved.tokens_per_expert[e] += static_cast<int32_t>(routes[first + e]);

@@ -133,6 +133,7 @@ struct ExpertDispatchSaved {
 //         = 4·G·T·h + 5·G·T·E + 4·T·max(h, E)                allgather, G > 1
 struct ExpertDispatchScratch {
   std::vector<int64_t> routes;  // [E], host: one source's rows per expert
+  std::vector<uint8_t> host_map;  // [W·E], host: the routing map read there when it lives on a device
   // alltoall, G > 1
   TensorView permuted;   // f32 [L_max, h]: this rank's permuted rows, then their gradient
   TensorView exchanged;  // f32 [R_max, h]: rows after the ep exchange, etp parts padded to the largest
@@ -156,7 +157,8 @@ ExpertDispatchScratch alloc_expert_dispatch_scratch(Arena& arena, const ExpertDi
 
 // Forward. Dispatch: saved.expert_rows() [num_rows, h] = this rank's experts' rows (see above),
 // saved.tokens_per_expert their counts; saves routing_probs (gathered for allgather) and the
-// permutation. Reads the routing map on the host. Collective over the groups.
+// permutation. Reads the routing map on the host (a device's map through scratch.host_map).
+// Collective over the groups.
 void expert_dispatch_fwd(const ExpertDispatchOptions& options, const ExpertParallel& groups,
                          ExpertDispatchSaved& saved, ExpertDispatchScratch& scratch, const TensorView& tokens,
                          const TensorView& routing_probs, const TensorView& routing_map);

@@ -1,7 +1,9 @@
 #include "train/checkpoint_reader.h"
 
+#include <algorithm>
 #include <filesystem>
 
+#include "backend/backend.h"
 #include "train/checkpoint_args.h"
 
 namespace mt {
@@ -38,7 +40,15 @@ void CheckpointReader::read(const std::string& kind, const Param& p, int64_t beg
                             const TensorView& dst) {
   Shape shape;
   const std::vector<float>& whole = tensors_.whole(kind, p.name, p.full_shape, shape);
-  take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + begin, dst, p.name);
+  if (dst.device == Device::cpu) {
+    take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + begin, dst, p.name);
+    return;
+  }
+  // A device tensor is filled from a host copy (the reader's buffer grows to the largest piece once).
+  staging_.resize(std::max(staging_.size(), (dst.bytes() + 7) / 8));
+  const TensorView host(staging_.data(), dst.dtype, dst.shape);
+  take_piece(whole, shape, p.full_shape, p.shard, p.shard_size, p.shard_rank, p.shard_offset + begin, host, p.name);
+  backend_for(dst.device).copy_from_host(dst.data, host.data, dst.bytes());
 }
 
 void CheckpointReader::read_weights(const std::vector<Param>& params) {

@@ -41,6 +41,7 @@ class CheckpointReader {
   std::string dir_;
   CheckpointManifest manifest_;
   CheckpointTensors tensors_;
+  std::vector<uint64_t> staging_;  // a device piece's host copy (words: aligned for any dtype)
 };
 
 }  // namespace mt

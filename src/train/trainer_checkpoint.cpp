@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "backend/backend.h"
 #include "ckpt/checkpoint_dir.h"
 #include "train/checkpoint_args.h"
 #include "train/checkpoint_reader.h"
@@ -24,6 +25,23 @@ TensorRecord piece(const Param& p, const char* kind, int64_t begin, const Tensor
 }
 
 TensorView flat(const TensorView& t) { return t.reshape({t.numel()}); }
+
+// The writer reads host memory: device pieces are copied into `storage` (one buffer for the whole
+// file, 64-byte aligned pieces) and their records pointed there; host pieces stay in place.
+void stage_on_host(std::vector<TensorRecord>& records, std::vector<uint64_t>& storage) {
+  const auto aligned = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  size_t bytes = 0;
+  for (const TensorRecord& r : records)
+    if (r.data.device != Device::cpu) bytes += aligned(r.data.bytes());
+  storage.resize(bytes / 8);
+  auto* at = reinterpret_cast<char*>(storage.data());
+  for (TensorRecord& r : records) {
+    if (r.data.device == Device::cpu) continue;
+    backend_for(r.data.device).copy_to_host(at, r.data.data, r.data.bytes());
+    r.data = TensorView(at, r.data.dtype, r.data.shape);
+    at += aligned(r.data.bytes());
+  }
+}
 
 }  // namespace
 
@@ -57,6 +75,8 @@ void Trainer::save_checkpoint(const std::string& root) {
       records.push_back(piece(p, "exp_avg_sq", s.begin, s.v));
       if (!s.main.empty()) records.push_back(piece(p, "main_param", s.begin, s.main));
     }
+  std::vector<uint64_t> host_pieces;
+  stage_on_host(records, host_pieces);
   const std::string staging = staging_dir(root, iteration_);
   const FileDigest mine = write_shard_file((std::filesystem::path(staging) / shard_file_name(world.rank())).string(), records);
   // Every file's size and checksum to rank 0, for the manifest.
@@ -106,7 +126,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
                                                << " (saved without --moe-router-enable-expert-bias?)";
       Shape shape;
       const std::vector<float>& whole = checkpoint.whole("buffer", name, bias.shape, shape);
-      std::copy(whole.begin(), whole.end(), bias.f32());
+      backend_for(bias.device).copy_from_host(bias.data, whole.data(), bias.bytes());
     }
   }
   const bool optimizer = !flags.no_load_optim && !flags.finetune;

@@ -1,11 +1,14 @@
 // The size-1 communicator's point-to-point messages (the loopback every communicator uses for
 // messages to self): copies matched by tag in send order, receives posted before their send, errors
-// instead of hangs, size and argument checks; all_to_all_v as a checked copy; and the counting
-// wrapper's send/recv and all_to_all_v records.
+// instead of hangs, size and argument checks; all_to_all_v as a checked copy; the same on guard
+// tensors (copies inside a window, which closes again); and the counting wrapper's send/recv and
+// all_to_all_v records.
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "backend/arena.h"
+#include "backend/guard.h"
 #include "comm/communicator.h"
 #include "comm/counting_communicator.h"
 #include "testing.h"
@@ -213,6 +216,38 @@ TEST(CountingCommunicator, TotalsAndRingBytes) {
   EXPECT_EQ((c.totals() - later).all_reduce.bytes, 16u);
   c.clear();
   EXPECT_EQ(c.totals().all_reduce.calls, 0u);
+}
+
+// Guard tensors (backend/guard.h) move like host tensors, and the guard is closed afterwards.
+TEST(SelfCommunicator, GuardTensorsMoveLikeHostTensors) {
+  std::unique_ptr<Communicator> c = make_self_communicator();
+  Arena arena(guard_backend(), MemCategory::comm, 1 << 16, nullptr);
+  const auto guard_filled = [&](int64_t n, float first) {
+    HostTensor h = filled(n, first);
+    const TensorView t = arena.alloc(DType::f32, {n});
+    guard_backend().copy_from_host(t.data, h.bytes.data(), t.bytes());
+    return t;
+  };
+  const auto expect_guard_filled = [&](const TensorView& t, float first, const char* what) {
+    HostTensor h(DType::f32, t.shape);
+    guard_backend().copy_to_host(h.bytes.data(), t.data, t.bytes());
+    expect_filled(h, first, what);
+  };
+  const TensorView a = guard_filled(6, 1.0f), gathered = guard_filled(6, 0.0f), scattered = guard_filled(6, 0.0f),
+                   exchanged = guard_filled(6, 0.0f), received = guard_filled(6, 0.0f),
+                   posted = guard_filled(6, 0.0f);
+  c->all_reduce(a, ReduceOp::avg);
+  c->all_gather(gathered, a);
+  c->reduce_scatter_async(scattered, a, ReduceOp::sum)->wait();
+  const std::vector<int64_t> six = {6};
+  c->all_to_all_v(exchanged, six, a, six);
+  c->send(a, 0, 1);
+  c->recv(received, 0, 1);
+  std::unique_ptr<CommRequest> later = c->recv_async(posted, 0, 2);
+  c->send_async(a, 0, 2)->wait();
+  later->wait();
+  for (const TensorView& t : {a, gathered, scattered, exchanged, received, posted}) expect_guard_filled(t, 1.0f, "copy");
+  EXPECT_DEATH({ volatile float x = *a.f32(); (void)x; }, "");
 }
 
 }  // namespace

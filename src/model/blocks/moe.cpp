@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/backend.h"
 #include "ops/elementwise.h"
 #include "ops/linear.h"
 #include "ops/moe_experts.h"
@@ -56,17 +57,21 @@ int64_t aux_loss_tokens(const LayerContext& ctx, const TensorView& counts) {
 // The load-balancing counts of this micro-batch: over its tokens on every tensor-parallel rank
 // (their sequence shards), and for global_aux_loss over the data-parallel ranks too, as the
 // running mean over the global batch's micro-batches so far (Megatron's global tokens tracker).
-void reduce_aux_counts(const LayerContext& ctx, const TensorView& counts) {
+void reduce_aux_counts(const LayerContext& ctx, const TensorView& counts, MoeHostMirror& host) {
   if (ctx.tp.sp()) ctx.tp.comm->all_reduce(counts, ReduceOp::sum);
   if (ctx.config->moe.load_balancing != MoeLoadBalancing::global_aux_loss) return;
   MT_CHECK(ctx.moe_stats != nullptr) << "global_aux_loss: the running counts live in the layer's MoeLayerStats";
   if (ctx.dp && ctx.dp->size() > 1) ctx.dp->all_reduce(counts, ReduceOp::sum);
   MoeLayerStats& s = *ctx.moe_stats;
   ++s.global_steps;
+  Backend& backend = backend_for(counts.device);
+  float* c = host.counts.data();  // [E]: global_aux_loss has one row of counts
+  backend.copy_to_host(c, counts.data, counts.bytes());
   for (int64_t e = 0; e < counts.numel(); ++e) {
-    s.global_counts[static_cast<size_t>(e)] += counts.f32()[e];
-    counts.f32()[e] = static_cast<float>(s.global_counts[static_cast<size_t>(e)] / static_cast<double>(s.global_steps));
+    s.global_counts[static_cast<size_t>(e)] += c[e];
+    c[e] = static_cast<float>(s.global_counts[static_cast<size_t>(e)] / static_cast<double>(s.global_steps));
   }
+  backend.copy_from_host(counts.data, c, counts.bytes());
 }
 
 void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorView& scores, const TensorView& counts) {
@@ -76,22 +81,30 @@ void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorV
 
 double z_loss_coeff(const LayerContext& ctx) { return ctx.config->moe.z_loss_coeff / ctx.tp.size(); }
 
+// t's bytes into host memory at `host`.
+void to_host(void* host, const TensorView& t) { backend_for(t.device).copy_to_host(host, t.data, t.bytes()); }
+
 void record_stats(const LayerContext& ctx, const MoeSaved& saved, const MoeScratch& sc) {
   MoeLayerStats& stats = *ctx.moe_stats;
+  MoeHostMirror& host = *sc.host;
   const MoeConfig& m = ctx.config->moe;
   const int64_t T = saved.indices.shape[0], k = saved.indices.shape[1], E = m.num_experts;
   if (m.aux_loss()) {  // the forward's scores are still in sc.aux_scores
     aux_loss_fwd(ctx, sc.loss, sc.aux_scores, saved.aux_counts);
-    stats.aux_loss += static_cast<double>(sc.loss.f32()[0]) / m.aux_loss_coeff;
+    to_host(&host.loss, sc.loss);
+    stats.aux_loss += static_cast<double>(host.loss) / m.aux_loss_coeff;
   }
   if (m.z_loss_coeff > 0.0) {
     moe_z_loss_fwd(sc.loss, saved.logits, z_loss_coeff(ctx));
-    stats.z_loss += static_cast<double>(sc.loss.f32()[0]) / m.z_loss_coeff;
+    to_host(&host.loss, sc.loss);
+    stats.z_loss += static_cast<double>(host.loss) / m.z_loss_coeff;
   }
   ++stats.micro_batches;
   // From the routing map (this rank's tokens, all experts): summed over the ranks, the global counts.
-  const int32_t* chosen = saved.indices.i32();
-  const uint8_t* kept = saved.routing_map.u8();
+  to_host(host.indices.data(), saved.indices);
+  to_host(host.routing_map.data(), saved.routing_map);
+  const int32_t* chosen = host.indices.data();
+  const uint8_t* kept = host.routing_map.data();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t e = 0; e < E; ++e) stats.tokens_per_expert[static_cast<size_t>(e)] += kept[t * E + e];
   int64_t dropped = 0;
@@ -125,6 +138,10 @@ MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shap
   const ExpertParallel groups = moe_group_sizes(c);
   const int64_t R = moe_max_rows(c, Nl, groups);
   MoeScratch sc;
+  sc.host = std::make_shared<MoeHostMirror>();
+  sc.host->indices.resize(static_cast<size_t>(Nl * c.moe.router.topk));
+  sc.host->routing_map.resize(static_cast<size_t>(Nl * c.moe.num_experts));
+  sc.host->counts.resize(static_cast<size_t>(moe_aux_count_rows(c, shape.b) * c.moe.num_experts));
   sc.act = a.alloc(DType::f32, {R, c.moe.ffn_hidden_size});
   sc.expert_out = a.alloc(DType::f32, {R, c.hidden_size});
   sc.loss = a.alloc(DType::f32, {1});
@@ -164,7 +181,7 @@ void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorVie
     // Training only (a backward follows). The counts the loss weighs the scores by: over the whole
     // micro-batch's tokens, so summed over the tensor-parallel ranks' sequence shards.
     moe_aux_scores_fwd(sc.aux_scores, saved.aux_counts, saved.logits, m.router.topk, m.router.score_function);
-    reduce_aux_counts(ctx, saved.aux_counts);
+    reduce_aux_counts(ctx, saved.aux_counts, *sc.host);
   }
   // Tokens to their experts' ranks, the experts, and their outputs back, weighted.
   const ExpertDispatchOptions options = moe_dispatch_options(c, inp.shape[0]);

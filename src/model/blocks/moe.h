@@ -55,6 +55,15 @@ struct MoeSaved {
   MlpSaved shared;           // the shared expert's fc1 output
 };
 
+// Host copies of what the block reads on the host (statistics, the global_aux_loss running mean),
+// sized once at carve time, so the model's own tensors stay on its device.
+struct MoeHostMirror {
+  std::vector<int32_t> indices;      // [Nl·k]
+  std::vector<uint8_t> routing_map;  // [Nl·E]
+  std::vector<float> counts;         // [B·E] the load-balancing counts
+  float loss = 0.0f;                 // one loss value
+};
+
 // Scratch shared by every layer (never saved).
 struct MoeScratch {
   TensorView act;            // [R, ffn_moe] the experts' activation output, made in forward and backward
@@ -63,6 +72,7 @@ struct MoeScratch {
   TensorView loss;           // [1] f32 one loss value
   TensorView aux_scores;     // [Nl, E] the load-balancing loss's scores (forward only: the backward remakes them)
   std::shared_ptr<ExpertDispatchScratch> dispatch;
+  std::shared_ptr<MoeHostMirror> host;  // shared: the scratch is passed const
   MlpScratch shared;
   // Backward only:
   TensorView dact;           // [R, ffn_moe]
