@@ -68,8 +68,14 @@ RunDevice select_device(const Options& options, Communicator* world) {
   return d;
 }
 
+std::string planned_device_model(const Options& options) {
+  const std::string& name = options.text("--device");
+  if (name == "auto") return resolve(options).device == Device::cpu ? "cpu" : "h100";
+  return name == "cuda" ? "h100" : name;
+}
+
 WorkspaceTarget planned_target(const Options& options) {
-  if (options.text("--device") == "cpu") return {Device::cpu, cpu_backend().max_threads()};
+  if (planned_device_model(options) == "cpu") return {Device::cpu, cpu_backend().max_threads()};
   return {Device::cuda, 1};  // the CUDA backend's max_threads()
 }
 

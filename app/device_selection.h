@@ -24,8 +24,10 @@ struct RunDevice {
 // Resolves --device (train, generate, serve) and sets up its backend; one GPU per rank, chosen by
 // the rank's local index on its node (mpirun's and srun's environment).
 RunDevice select_device(const Options& options, Communicator* world);
-// What the device plan's --device names sizes workspaces for: cpu, or a GPU model (cuda: one
-// thread per kernel). Planned on any machine, no GPU needed.
+// plan's --device: the device model --search uses (a100, h100, h200 or cpu; cuda means h100, auto
+// the device train would pick on this machine) and what workspaces are sized for on it. No GPU is
+// touched: GPU memory is planned on any machine.
+std::string planned_device_model(const Options& options);
 WorkspaceTarget planned_target(const Options& options);
 
 }  // namespace mt

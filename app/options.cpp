@@ -200,7 +200,7 @@ const std::vector<OptionSpec> kTable = {
     {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
     {"--json", T::flag, "", "print the plan as one JSON object (a ranks list with each rank's bytes)", "", "plan"},
     {"--search", T::flag, "", "list the layouts (tp, sp, pp, v, micro-batch, recompute, distributed optimizer) that fit the memory budget, fastest first by a step-time model", "", "plan"},
-    {"--device", T::choice, "h100", "the device planned for: cpu, or a GPU model (cuda: h100) whose peak FLOP/s, link and network bandwidth and memory --search uses", "a100|h100|h200|cpu|cuda|auto", "plan"},
+    {"--device", T::choice, "auto", "the device planned for: cpu, or a GPU model (cuda: h100) whose peak FLOP/s, link and network bandwidth and memory --search uses; auto: the device train would pick here", "a100|h100|h200|cpu|cuda|auto", "plan"},
     {"--memory-budget-gb", T::real, "", "--search: memory per device in GiB (default: the device's)", "", "plan"},
     {"--top", T::integer, "10", "--search: how many layouts to list", "", "plan"},
     // megatron convert (tools/checkpoint/convert.py).

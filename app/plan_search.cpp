@@ -22,7 +22,7 @@ namespace mt {
 int plan_search(const Options& options, const ModelConfig& model, const TrainConfig& train, int world_size) {
   MT_CHECK(options.given("--global-batch-size"))
       << "--search keeps the global batch and varies everything else: pass --global-batch-size";
-  const DeviceModel device = device_model(options.text("--device"));
+  const DeviceModel device = device_model(planned_device_model(options));
   const double budget = options.has("--memory-budget-gb") ? options.real("--memory-budget-gb") * 1024.0 * 1024.0 * 1024.0
                                                            : device.memory_bytes;
   MT_CHECK(budget > 0) << "--memory-budget-gb must be positive";

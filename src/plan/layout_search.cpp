@@ -13,13 +13,12 @@ DeviceModel device_model(const std::string& name) {
   // Dense bf16 peaks and bandwidths from the vendors' data sheets (SXM parts): NVLink 3 carries
   // 300 GB/s each way, NVLink 4 450; one HDR (200 Gb/s) or NDR (400 Gb/s) NIC per GPU.
   if (name == "a100") return {"a100", 312e12, 0.5, 300e9, 25e9, 8, 80.0 * GiB};
-  // cuda and auto (a train command line's --device) plan the default GPU.
-  if (name == "h100" || name == "cuda" || name == "auto") return {"h100", 989e12, 0.5, 450e9, 50e9, 8, 80.0 * GiB};
+  if (name == "h100") return {"h100", 989e12, 0.5, 450e9, 50e9, 8, 80.0 * GiB};
   if (name == "h200") return {"h200", 989e12, 0.5, 450e9, 50e9, 8, 141e9};
   // A rank per core of the 2-core VMs this project is tested on: ~70 GFLOP/s of sgemm per core
   // (docs/performance.md), MPI over shared memory, 24 GiB shared by the two ranks.
   if (name == "cpu") return {"cpu", 70e9, 0.7, 10e9, 10e9, 2, 12.0 * GiB};
-  MT_FAIL() << "--device " << name << ": choose a100, h100, h200, cuda (= h100) or cpu";
+  MT_FAIL() << "--device " << name << ": choose a100, h100, h200 or cpu";
 }
 
 std::string LayoutChoice::flags() const {

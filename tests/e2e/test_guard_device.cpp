@@ -227,7 +227,7 @@ void expect_same_generation(const std::vector<GenerationResult>& got, const std:
   }
 }
 
-TEST(GuardDevice, DISABLED_GenerationEqualsTheCpu) {
+TEST(GuardDevice, GenerationEqualsTheCpu) {
   for (const ModelConfig& m : {gpt_model(), llama_model(), moe_model()}) {
     auto cpu = engine_on(cpu_backend(), m, 2), guard = engine_on(guard_backend(), m, 2);
     cpu->params().init(11);
@@ -241,7 +241,7 @@ TEST(GuardDevice, DISABLED_GenerationEqualsTheCpu) {
 
 // Weights trained on guard, saved, and read by a guard engine generate what the CPU engine
 // generates from the same checkpoint.
-TEST(GuardDevice, DISABLED_GenerationFromACheckpointEqualsTheCpu) {
+TEST(GuardDevice, GenerationFromACheckpointEqualsTheCpu) {
   test::TempDir dir;
   TrainConfig t = short_run(2);
   t.eval_iters = 0;

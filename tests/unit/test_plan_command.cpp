@@ -183,7 +183,7 @@ TEST(PlanCommand, SearchListsLayoutsThatFitFastestFirst) {
     EXPECT_EQ(peak, layouts[i].at("peak_bytes").get<int64_t>()) << layouts[i].at("flags");
   }
   EXPECT_NE(plan_error(with(base, {"--micro-batch-size", "1", "--search", "--device", "tpu"}))
-                .find("--device must be one of a100|h100|h200|cpu"),
+                .find("--device must be one of a100|h100|h200|cpu|cuda|auto"),
             std::string::npos);
   std::vector<std::string> no_batch = base;
   no_batch.erase(no_batch.begin() + 8, no_batch.begin() + 10);  // --global-batch-size 16

@@ -21,7 +21,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--ckpt-step",
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-      "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
+      "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
       "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
       "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
