@@ -53,8 +53,10 @@ bool on_device(const TensorView& t) { return t.device == Device::cuda; }
 class NcclRequest final : public CommRequest {
  public:
   explicit NcclRequest(cudaEvent_t done) : done_(done) {}
-  ~NcclRequest() override {
-    if (done_) wait();
+  ~NcclRequest() override {  // completes without throwing (a destructor may run during unwinding)
+    if (!done_) return;
+    cudaStreamWaitEvent(cuda::stream(), done_, 0);
+    cudaEventDestroy(done_);
   }
   void wait() override {
     if (!done_) return;
@@ -75,8 +77,11 @@ class StagedRequest final : public CommRequest {
   StagedRequest(const TensorView& device_dst, size_t bytes) : dst_(device_dst), bytes_(bytes) {}
   TensorView host() { return TensorView(bytes_.data(), DType::u8, {static_cast<int64_t>(bytes_.size())}); }
   void start(std::unique_ptr<CommRequest> inner) { inner_ = std::move(inner); }
-  ~StagedRequest() override {
-    if (inner_) inner_->wait();  // completes without copying in: the receiver gave up on it
+  ~StagedRequest() override {  // completes without copying in: the receiver gave up on it
+    try {
+      if (inner_) inner_->wait();
+    } catch (...) {  // a destructor may run during unwinding: the first error is the one to report
+    }
   }
   void wait() override {
     if (!inner_) return;

@@ -7,7 +7,6 @@
 #include <limits>
 #include <vector>
 
-#include "backend/backend.h"
 #include "backend/cpu/attention.h"
 
 namespace mt {
@@ -225,11 +224,9 @@ void check_kv_cache(const char* op, const TensorView& k_cache, const TensorView&
   check_dtype(slots, DType::i32, op, "slots");
   check_dtype(positions, DType::i32, op, "positions");
   // The indices may live on a device: read them through its backend (a few ints per step).
-  std::vector<int32_t> slot(static_cast<size_t>(tokens)), position(static_cast<size_t>(tokens));
-  if (tokens > 0) {
-    backend_for(slots.device).copy_to_host(slot.data(), slots.data, slots.bytes());
-    backend_for(positions.device).copy_to_host(position.data(), positions.data, positions.bytes());
-  }
+  std::vector<int32_t> slot_copy, position_copy;
+  const int32_t* slot = host_i32(slots, slot_copy);
+  const int32_t* position = host_i32(positions, position_copy);
   for (int64_t t = 0; t < tokens; ++t) {
     MT_CHECK(slot[t] >= 0 && slot[t] < k_cache.dim(0))
         << op << ": row " << t << " names cache slot " << slot[t] << " of " << k_cache.dim(0);

@@ -2,6 +2,9 @@
 // a device whose backend this build lacks, and the check of a tensor argument.
 #pragma once
 
+#include <vector>
+
+#include "backend/backend.h"
 #include "backend/guard.h"
 #include "base/error.h"
 #include "tensor/tensor.h"
@@ -20,6 +23,15 @@ inline void check_tensor(const TensorView& t, const Shape& shape, DType dtype, c
   check_dtype(t, dtype, op, name);
   check_shape(t, shape, op, name);
   MT_CHECK(!t.empty() || t.numel() == 0) << op << ": " << name << " " << t.str() << " has no data";
+}
+
+// The values of an i32 tensor (indices an op checks) readable by the host: its own memory on the
+// CPU, else a copy in `storage` read through its backend.
+inline const int32_t* host_i32(const TensorView& t, std::vector<int32_t>& storage) {
+  if (t.device == Device::cpu) return t.i32();
+  storage.resize(static_cast<size_t>(t.numel()));
+  if (!storage.empty()) backend_for(t.device).copy_to_host(storage.data(), t.data, t.bytes());
+  return storage.data();
 }
 
 }  // namespace mt

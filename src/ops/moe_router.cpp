@@ -1,6 +1,6 @@
 // Validates the MoE router ops once for every backend (shapes, options Megatron would refuse), then
-// routes to the backend owning the memory. Index values (in range, distinct per row) are checked by
-// the backend, which is the one that can read them.
+// routes to the backend owning the memory. Index values (in range, distinct per row) are read back
+// and checked here too: a kernel handed a bad index would write out of bounds.
 #include "ops/moe_router.h"
 #include "ops/dispatch.h"
 
@@ -12,6 +12,21 @@
 namespace mt {
 
 namespace {
+
+// Every index in [0, E) and no expert twice in a row (the kernels would silently double-count).
+void check_indices(const TensorView& indices, int64_t experts, const char* op) {
+  const int64_t rows = indices.dim(0), k = indices.dim(1);
+  std::vector<int32_t> copy;
+  const int32_t* idx = host_i32(indices, copy);
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = idx[t * k + j];
+      MT_CHECK(e >= 0 && e < experts) << op << ": indices[" << t << ", " << j << "] = " << e
+                                      << " is out of range [0, " << experts << ")";
+      for (int64_t l = 0; l < j; ++l)
+        MT_CHECK(idx[t * k + l] != e) << op << ": token " << t << " lists expert " << e << " twice";
+    }
+}
 
 // logits-like f32 [T, E] with 1 ≤ E ≤ kMoeMaxExperts; returns E.
 int64_t check_logits(const TensorView& logits, const char* op, const char* name = "logits") {
@@ -107,6 +122,7 @@ void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const T
   check_tensor(dlogits, logits.shape, DType::f32, op, "dlogits");
   check_topk_pair(dprobs, indices, logits.dim(0), options.topk, op, "dprobs");
   check_same_device({dlogits, dprobs, logits, indices}, op);
+  check_indices(indices, experts, op);
   MT_ROUTE(logits.device, op, moe_router_bwd(dlogits, dprobs, logits, indices, options));
 }
 
@@ -141,6 +157,7 @@ void moe_routing_map_fwd(const TensorView& routing_probs, const TensorView& rout
   int64_t cap = -1;  // dropless
   if (capacity.capacity_factor) cap = moe_expert_capacity(tokens, experts, probs.dim(1), *capacity.capacity_factor);
   check_same_device({routing_probs, routing_map, probs, indices}, op);
+  check_indices(indices, experts, op);
   MT_ROUTE(probs.device, op, moe_routing_map_fwd(routing_probs, routing_map, probs, indices, cap, capacity.drop_policy, capacity.pad_to_capacity));
 }
 
@@ -156,6 +173,7 @@ void moe_routing_map_bwd(const TensorView& dprobs, const TensorView& drouting_pr
   check_topk(dprobs.dim(1), experts, op);
   check_topk_pair(dprobs, indices, tokens, dprobs.dim(1), op, "dprobs");
   check_same_device({dprobs, drouting_probs, routing_map, indices}, op);
+  check_indices(indices, experts, op);
   MT_ROUTE(dprobs.device, op, moe_routing_map_bwd(dprobs, drouting_probs, routing_map, indices));
 }
 

@@ -14,24 +14,6 @@
 
 namespace mt::cpu {
 
-namespace {
-
-// Every index in [0, E) and no expert twice in a row (the kernels would silently double-count).
-void check_indices(const TensorView& indices, int64_t experts, const char* op) {
-  const int64_t rows = indices.dim(0), k = indices.dim(1);
-  const int32_t* idx = indices.i32();
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t e = idx[t * k + j];
-      if (e < 0 || e >= experts)
-        MT_FAIL() << op << ": indices[" << t << ", " << j << "] = " << e << " is out of range [0, " << experts << ")";
-      for (int64_t l = 0; l < j; ++l)
-        if (idx[t * k + l] == e) MT_FAIL() << op << ": token " << t << " lists expert " << e << " twice";
-    }
-}
-
-}  // namespace
-
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
                     const TensorView& expert_bias, const MoeRouterOptions& o) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1), k = o.topk;
@@ -53,7 +35,6 @@ void moe_router_fwd(const TensorView& probs, const TensorView& indices, const Te
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,
                     const TensorView& indices, const MoeRouterOptions& o) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1), k = o.topk;
-  check_indices(indices, experts, "moe_router_bwd");
   const float* x_all = logits.f32();
   const float* dp_all = dprobs.f32();
   const int32_t* idx_all = indices.i32();
@@ -69,7 +50,6 @@ void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const T
 void moe_routing_map_fwd(const TensorView& routing_probs, const TensorView& routing_map, const TensorView& probs,
                          const TensorView& indices, int64_t capacity, MoeDropPolicy policy, bool pad_to_capacity) {
   const int64_t rows = probs.dim(0), k = probs.dim(1), experts = routing_probs.dim(1);
-  check_indices(indices, experts, "moe_routing_map_fwd");
   const float* p = probs.f32();
   const int32_t* idx = indices.i32();
   float* rp = routing_probs.f32();
@@ -126,7 +106,6 @@ void moe_routing_map_fwd(const TensorView& routing_probs, const TensorView& rout
 void moe_routing_map_bwd(const TensorView& dprobs, const TensorView& drouting_probs, const TensorView& routing_map,
                          const TensorView& indices) {
   const int64_t rows = dprobs.dim(0), k = dprobs.dim(1), experts = drouting_probs.dim(1);
-  check_indices(indices, experts, "moe_routing_map_bwd");
   const float* drp = drouting_probs.f32();
   const uint8_t* map = routing_map.u8();
   const int32_t* idx = indices.i32();

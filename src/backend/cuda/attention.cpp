@@ -97,10 +97,10 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
   check_launch("qkv_split_rope_bwd");
 }
 
-
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options) {
   const char* op = "attention_fwd";
+  if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
   const int32_t* ks = key_starts(options, sh.s, op);
@@ -113,6 +113,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
                    const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const char* op = "attention_bwd";
+  if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
   const int32_t* ks = key_starts(options, sh.s, op);
@@ -125,6 +126,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
                          const TensorView& q, const TensorView& k, const TensorView& v,
                          const AttentionOptions& options) {
   const char* op = "attention_probs_fwd";
+  if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
   const int32_t* ks = key_starts(options, sh.s, op);
@@ -138,6 +140,7 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
                          const TensorView& probs, const TensorView& mask, const TensorView& q, const TensorView& k,
                          const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const char* op = "attention_probs_bwd";
+  if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
   const int32_t* ks = key_starts(options, sh.s, op);

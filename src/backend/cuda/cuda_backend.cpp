@@ -2,6 +2,7 @@
 // per process that every kernel and copy runs on in order, and device discovery.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "backend/cuda/runtime.h"
@@ -45,9 +46,7 @@ class CudaBackend final : public Backend {
     MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     synchronize();  // the caller may reuse src at once
   }
-  void copy(void* dst, const void* src, size_t bytes) override {
-    if (dst != src) MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  }
+  void copy(void* dst, const void* src, size_t bytes) override { cuda::memmove_async(dst, src, bytes); }
   void synchronize() override { MT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   int max_threads() const override { return 1; }  // workspace is per device, not per host thread
 
@@ -99,6 +98,24 @@ namespace cuda {
 
 cudaStream_t stream() { return the_backend().stream(); }
 double* reduction_scratch() { return the_backend().scratch(); }
+
+void memmove_async(void* dst, const void* src, size_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  if (d == s || bytes == 0) return;
+  const size_t gap = d > s ? static_cast<size_t>(d - s) : static_cast<size_t>(s - d);
+  if (gap >= bytes) {
+    MT_CUDA_CHECK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream()));
+    return;
+  }
+  // Each piece's source is read before a later piece's copy can overwrite it: front to back when
+  // the destination lies below the source, back to front when above.
+  for (size_t done = 0; done < bytes; done += gap) {
+    const size_t n = std::min(gap, bytes - done);
+    const size_t at = d < s ? done : bytes - done - n;
+    MT_CUDA_CHECK(cudaMemcpyAsync(d + at, s + at, n, cudaMemcpyDeviceToDevice, stream()));
+  }
+}
 
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();

@@ -32,8 +32,7 @@ void scale_inplace(const TensorView& t, float factor) {
 }
 
 void copy_tensor(const TensorView& dst, const TensorView& src) {
-  if (dst.data != src.data && src.bytes() > 0)
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, stream()));
+  memmove_async(dst.data, src.data, src.bytes());
 }
 
 void cast(const TensorView& dst, const TensorView& src) {

@@ -3,6 +3,9 @@
 // the forward's bias as cuBLASLt's epilogue, the bias gradient as a column-sum kernel.
 #include <cublasLt.h>
 
+#include <cstdint>
+
+#include "backend/cuda/kernels/elementwise.h"
 #include "backend/cuda/kernels/linear.h"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/runtime.h"
@@ -38,6 +41,36 @@ Lt& lt() {
   return instance;
 }
 
+// cuBLASLt descriptors, destroyed with their scope (also when a check throws).
+struct MatmulDesc {
+  cublasLtMatmulDesc_t desc = nullptr;
+  MatmulDesc() { MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)); }
+  ~MatmulDesc() { cublasLtMatmulDescDestroy(desc); }
+  template <typename T>
+  void set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
+    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+  }
+};
+
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  Preference() { MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref)); }
+  ~Preference() { cublasLtMatmulPreferenceDestroy(pref); }
+  template <typename T>
+  void set(cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+    MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+  }
+};
+
+// The largest power of two (at most 256) dividing the address: cuBLASLt assumes 256 unless told,
+// and row slices of the expert weights or activations may be only 4-byte aligned.
+uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 4 && address % a != 0) a /= 2;
+  return a;
+}
+
 // One column-major matrix layout: rows × cols with leading dimension ld.
 struct Layout {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -50,40 +83,40 @@ struct Layout {
 
 void run(const GemmDesc& d, const float* a, const float* b, float* c, const float* bias) {
   if (d.m == 0 || d.n == 0) return;
-  if (d.k == 0) {  // no products: C = beta·C (+ bias) is not a case the linear op reaches with bias
-    MT_CHECK(d.beta == 1.0f && !d.bias) << "linear: empty inner dimension";
+  if (d.k == 0) {  // no products: C = beta·C (+ bias), as the CPU's sgemm leaves it
+    if (d.beta == 0.0f) MT_CUDA_CHECK(cudaMemsetAsync(c, 0, static_cast<size_t>(d.m * d.n) * sizeof(float), stream()));
+    if (d.bias) {
+      k::bias_add(c, bias, d.n, d.m, stream());  // row-major [n, m] += bias[m]
+      check_launch("linear (bias of an empty product)");
+    }
     return;
   }
   Lt& l = lt();
-  cublasLtMatmulDesc_t op = nullptr;
-  MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-  MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  MatmulDesc op;
+  op.set(CUBLASLT_MATMUL_DESC_TRANSA, d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+  op.set(CUBLASLT_MATMUL_DESC_TRANSB, d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
   if (d.bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    op.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   const Layout la(d.trans_a ? d.k : d.m, d.trans_a ? d.m : d.k, d.lda);
   const Layout lb(d.trans_b ? d.n : d.k, d.trans_b ? d.k : d.n, d.ldb);
   const Layout lc(d.m, d.n, d.ldc);
-  cublasLtMatmulPreference_t pref = nullptr;
-  MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const size_t ws = Lt::kWorkspaceBytes;
-  MT_CUBLAS_CHECK(
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  Preference pref;
+  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, Lt::kWorkspaceBytes);
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(a));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(b));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(c));
+  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(c));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  MT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(l.handle, op, la.layout, lb.layout, lc.layout, lc.layout, pref, 1,
-                                                 &heuristic, &found));
+  MT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(l.handle, op.desc, la.layout, lb.layout, lc.layout, lc.layout,
+                                                 pref.pref, 1, &heuristic, &found));
   MT_CHECK(found > 0) << "linear: cuBLASLt has no algorithm for [" << d.m << " x " << d.k << "] · [" << d.k << " x "
                       << d.n << "]";
   const float alpha = 1.0f, beta = d.beta;
-  MT_CUBLAS_CHECK(cublasLtMatmul(l.handle, op, &alpha, a, la.layout, b, lb.layout, &beta, c, lc.layout, c, lc.layout,
-                                 &heuristic.algo, l.workspace, ws, stream()));
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatmulDescDestroy(op);
+  MT_CUBLAS_CHECK(cublasLtMatmul(l.handle, op.desc, &alpha, a, la.layout, b, lb.layout, &beta, c, lc.layout, c,
+                                 lc.layout, &heuristic.algo, l.workspace, Lt::kWorkspaceBytes, stream()));
 }
 
 const float* operand(GemmOperand o, const TensorView& inp, const TensorView& weight, const TensorView& dout) {

@@ -75,7 +75,8 @@ void moe_unpermute_bwd(const TensorView& drows, const TensorView& drouting_probs
   if (rows.dim(0) == 0) return;
   k::moe_row_index(index_scratch(), row_token.i32(), rows.dim(0), tokens_per_expert.i32(), experts, stream());
   k::moe_unpermute_bwd(drows.f32(), optional_f32_mut(drouting_probs), dout.f32(), rows.f32(), row_token.i32(),
-                       optional_f32(routing_probs), index_scratch(), rows.dim(0), rows.dim(1), experts, stream());
+                       optional_f32(routing_probs), index_scratch(), rows.dim(0), dout.dim(0), rows.dim(1), experts,
+                       stream());
   check_launch("moe_unpermute_bwd");
 }
 

@@ -20,6 +20,9 @@ cudaStream_t stream();
 // orders its users; allocated with the backend, so kernels never allocate).
 double* reduction_scratch();
 constexpr int kReductionScratchDoubles = 4096;
+// memmove on the device, in stream order: overlapping ranges (which cudaMemcpy leaves undefined)
+// are copied in pieces no longer than the distance between them, in the safe direction.
+void memmove_async(void* dst, const void* src, size_t bytes);
 // Throws with the kernel's name when its launch failed (bad configuration, no device).
 void check_launch(const char* kernel);
 

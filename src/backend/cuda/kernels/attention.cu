@@ -20,6 +20,7 @@
 
 #include "backend/cuda/kernels/attention.h"
 #include "backend/cuda/kernels/launch.cuh"
+#include "backend/cuda/runtime.h"
 #include "backend/math/attention_math.h"
 
 namespace mt::cuda::k {
@@ -181,12 +182,11 @@ __device__ inline int64_t out_row(const AttentionShape& sh, int64_t j, int64_t h
   return (i * sh.b + j) * sh.n * sh.d + h * sh.d;
 }
 
-// Shared memory above the default 48 KB needs the kernel's limit raised first; a failure here
-// surfaces in the launch's check_launch.
+// Shared memory above the default 48 KB needs the kernel's limit raised first.
 template <typename Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
   if (bytes > 48 * 1024)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    MT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 // ---- lean forward -----------------------------------------------------------------------------

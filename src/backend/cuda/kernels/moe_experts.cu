@@ -12,6 +12,7 @@
 // row_token have more runs than the scratch holds, the block scans every row instead (same order).
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/moe_experts.h"
+#include "backend/cuda/runtime.h"
 
 namespace mt::cuda::k {
 
@@ -156,10 +157,11 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void __launch_bounds__(kThreads)
     unpermute_bwd_kernel(float* drows, float* dprobs, const float* dout, const float* rows, const int32_t* row_token,
-                         const float* probs, const int32_t* scratch, int64_t rows_count, int64_t hidden,
-                         int experts) {
+                         const float* probs, const int32_t* scratch, int64_t rows_count, int64_t tokens,
+                         int64_t hidden, int experts) {
   for (int64_t r = blockIdx.x; r < rows_count; r += gridDim.x) {
     const int64_t t = row_token[r];
+    if (t < 0 || t >= tokens) continue;  // a broken row_token stays inside the tensors (uniform per block)
     const int e = expert_of(scratch, experts, r);
     const float p = probs != nullptr ? probs[t * experts + e] : 1.0f;
     const float* g = dout + t * hidden;
@@ -181,7 +183,7 @@ int blocks_for(int64_t n) { return static_cast<int>(n < 1 ? 1 : (n > 65535 ? 655
 }  // namespace
 
 void moe_count_nonzero(unsigned long long* count, const uint8_t* map, int64_t n, cudaStream_t s) {
-  cudaMemsetAsync(count, 0, sizeof *count, s);
+  MT_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof *count, s));
   count_nonzero_kernel<<<grid_for(n), kThreads, 0, s>>>(count, map, n);
 }
 
@@ -209,11 +211,11 @@ void moe_scatter_rows(float* out, const float* src, const int32_t* row_token, co
 }
 
 void moe_unpermute_bwd(float* drows, float* dprobs, const float* dout, const float* rows, const int32_t* row_token,
-                       const float* probs, const int32_t* scratch, int64_t rows_count, int64_t hidden,
-                       int64_t experts, cudaStream_t s) {
+                       const float* probs, const int32_t* scratch, int64_t rows_count, int64_t tokens,
+                       int64_t hidden, int64_t experts, cudaStream_t s) {
   if (rows_count == 0) return;
   unpermute_bwd_kernel<<<blocks_for(rows_count), kThreads, 0, s>>>(drows, dprobs, dout, rows, row_token, probs,
-                                                                    scratch, rows_count, hidden,
+                                                                    scratch, rows_count, tokens, hidden,
                                                                     static_cast<int>(experts));
 }
 

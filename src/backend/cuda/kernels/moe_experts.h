@@ -33,9 +33,10 @@ void moe_scatter_rows(float* out, const float* src, const int32_t* row_token, co
                       int64_t experts, cudaStream_t s);
 
 // drows[r] = fma(p_r, dout[t], drows[r]) with t = row_token[r]; when dprobs is given, also
-// dprobs[t, e(r)] += Σ_c rows[r, c] · dout[t, c] (in double). Needs moe_row_index's offsets.
+// dprobs[t, e(r)] += Σ_c rows[r, c] · dout[t, c] (in double). Needs moe_row_index's offsets; rows
+// naming a token outside [0, tokens) are skipped.
 void moe_unpermute_bwd(float* drows, float* dprobs, const float* dout, const float* rows, const int32_t* row_token,
-                       const float* probs, const int32_t* scratch, int64_t rows_count, int64_t hidden,
-                       int64_t experts, cudaStream_t s);
+                       const float* probs, const int32_t* scratch, int64_t rows_count, int64_t tokens,
+                       int64_t hidden, int64_t experts, cudaStream_t s);
 
 }  // namespace mt::cuda::k

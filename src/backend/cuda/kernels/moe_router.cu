@@ -7,6 +7,7 @@
 // one thread per expert walking the tokens in order for the ties, exactly the CPU's algorithm.
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/moe_router.h"
+#include "backend/cuda/runtime.h"
 #include "backend/math/moe_router_math.h"
 
 namespace mt::cuda::k {
@@ -294,7 +295,7 @@ void moe_tokens_per_expert(float* counts, const uint8_t* routing_map, int64_t ro
 
 void moe_aux_scores_fwd(float* scores, float* counts, const float* logits, int64_t rows, int64_t experts,
                         int64_t seqs, int64_t topk, MoeScoreFunction f, cudaStream_t s) {
-  cudaMemsetAsync(counts, 0, static_cast<size_t>(seqs * experts) * sizeof(float), s);
+  MT_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(seqs * experts) * sizeof(float), s));
   if (rows == 0) return;
   const RowLaunch l = row_launch(rows, 16 * experts + round8(4 * topk) + round8(experts));
   aux_scores_fwd_kernel<<<l.blocks, l.threads, l.shared, s>>>(scores, counts, logits, rows, experts, seqs, topk, f,
