@@ -19,9 +19,10 @@ if [[ "${1:-}" == "--prepare" ]]; then
   cmake --build build-device -j "$(nproc)" --target megatron mt_tests_device
   rm -rf device-bundle && mkdir -p device-bundle/bin device-bundle/lib
   cp build-device/megatron build-device/tests/mt_tests_device device-bundle/bin/
-  # Every shared library but glibc's and the CUDA ones (the GPU machine has its own driver-matched).
+  # Every shared library but the toolchain's (a GPU image has newer, compatible ones) and CUDA's
+  # (the GPU machine has its own, matched to its driver).
   ldd device-bundle/bin/* | awk '/=> \// {print $3}' | sort -u |
-    grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libcuda|libcudart|libcublas[^/]*|libnccl)\.so' |
+    grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas[^/]*|libnccl)\.so' |
     xargs -I{} cp -L {} device-bundle/lib/
   du -sh device-bundle
   echo "carry device-bundle with: run --carry device-bundle 'scripts/device-check.sh \$OUT'"
@@ -38,8 +39,11 @@ say "device-check $(git rev-parse --short HEAD 2>/dev/null) at $(date -u +%FT%TZ
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$results"
 say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores"
 
-# 1. Binaries: built here with every core when the libraries are present, else the carried bundle.
+# 1. Binaries: built here with every core when the libraries are present, else the carried bundle
+# (whose libraries only our binaries see: run_bin, not the environment, so python keeps its own).
 bin=""
+libs=""
+run_bin() { LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMT_CUDA=on -DMT_BUILD_BENCH=OFF > "$out/configure.log" 2>&1 &&
    cmake --build build-gpu -j "$(nproc)" --target megatron mt_tests_device > "$out/build.log" 2>&1; then
   bin="build-gpu"
@@ -51,7 +55,6 @@ elif [[ -x device-bundle/bin/megatron ]]; then
     found=$(find /usr/local/cuda*/ /usr/lib /opt /usr/local/lib -name "$name" 2>/dev/null | head -n 1)
     [[ -n "$found" ]] && libs="$libs:$(dirname "$found")"
   done
-  export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
   say "build: could not build here (see configure.log, build.log); using the carried bundle"
 else
   say "build: FAILED and no device-bundle carried (run scripts/device-check.sh --prepare first)"
@@ -62,11 +65,11 @@ device_tests="$bin/mt_tests_device"
 [[ -x "$device_tests" ]] || device_tests="$bin/tests/mt_tests_device"
 
 # 2. The CUDA op cases, then compute-sanitizer's memcheck over them.
-timeout 120 "$device_tests" > "$out/device_tests.log" 2>&1
-say "cuda op cases: exit $?; $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/device_tests.log" | tr '\n' ' ')"
+run_bin timeout 120 "$device_tests" > "$out/device_tests.log" 2>&1
+say "cuda op cases: exit $?; $(head -n 1 "$out/device_tests.log"); $(grep -E '^\[  (PASSED|FAILED) ' "$out/device_tests.log" | tr '\n' ' ')"
 grep -E '^\[  FAILED' "$out/device_tests.log" | head -n 20 | tee -a "$results"
 if command -v compute-sanitizer >/dev/null 2>&1; then
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$device_tests" --gtest_filter="DeviceElementwise*:DeviceLinear*:DeviceActivation*:DeviceNorm*:DeviceAttention*" > "$out/memcheck.log" 2>&1
+  run_bin timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$device_tests" --gtest_filter="DeviceElementwise*:DeviceLinear*:DeviceActivation*:DeviceNorm*:DeviceAttention*" > "$out/memcheck.log" 2>&1
   say "compute-sanitizer memcheck: exit $? ($(grep -c 'Invalid' "$out/memcheck.log") invalid accesses; 124 = ran out of time)"
 fi
 
@@ -77,8 +80,8 @@ losses() { grep -o 'lm loss: [0-9.E+-]*' "$1" | awk '{print $3}'; }
 for precision in fp32 bf16; do
   extra=(); limit=1e-4
   [[ $precision == bf16 ]] && extra=(--bf16) && limit=1e-2
-  timeout 60 "$megatron" train "${small[@]}" "${extra[@]}" --device cuda > "$out/curve_${precision}_cuda.log" 2>&1
-  OMP_NUM_THREADS=$(nproc) timeout 90 "$megatron" train "${small[@]}" "${extra[@]}" --device cpu > "$out/curve_${precision}_cpu.log" 2>&1
+  run_bin timeout 60 "$megatron" train "${small[@]}" "${extra[@]}" --device cuda > "$out/curve_${precision}_cuda.log" 2>&1
+  OMP_NUM_THREADS=$(nproc) run_bin timeout 90 "$megatron" train "${small[@]}" "${extra[@]}" --device cpu > "$out/curve_${precision}_cpu.log" 2>&1
   worst=$(paste <(losses "$out/curve_${precision}_cuda.log") <(losses "$out/curve_${precision}_cpu.log") |
     awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > w) w = r; n++ }
          END { printf "%d steps, max relative difference %.3g", n, w }')
@@ -89,7 +92,7 @@ done
 # 4. The benchmark: GPT 350M and 1.3B, bf16, seq 2048, one GPU; PyTorch eager and compiled beside.
 bench() {  # name layers hidden heads micro_batch
   local log="$out/bench_$1.log"
-  timeout 90 "$megatron" train --num-layers "$2" --hidden-size "$3" --num-attention-heads "$4" --seq-length 2048 \
+  run_bin timeout 90 "$megatron" train --num-layers "$2" --hidden-size "$3" --num-attention-heads "$4" --seq-length 2048 \
     --micro-batch-size "$5" --mock-data --vocab-size 50257 --train-iters 8 --lr 1e-4 --log-interval 1 --bf16 \
     --hidden-dropout 0 --attention-dropout 0 --device cuda > "$log" 2>&1
   local rc=$?
@@ -99,7 +102,7 @@ bench() {  # name layers hidden heads micro_batch
   say "megatron.cpp $1: exit $rc, median of the last 5 steps: ${tflops:-?} TFLOP/s, MFU $(awk -v t="${tflops:-0}" 'BEGIN {printf "%.1f", t / 989 * 100}')% of 989, ${tps:-?} tokens/s"
   if command -v python3 >/dev/null 2>&1; then
     timeout 120 python3 bench/pytorch_cuda_baseline.py "$2" "$3" "$4" 2048 "$5" 50257 > "$out/pytorch_$1.log" 2>&1
-    grep -E 'peak|pytorch' "$out/pytorch_$1.log" | sed "s/^/$1 /" | tee -a "$results"
+    grep -E '^(cuBLAS|pytorch) ' "$out/pytorch_$1.log" | sed "s/^/$1 /" | tee -a "$results"
   fi
 }
 bench gpt-350m 24 1024 16 4
