@@ -71,7 +71,9 @@ int cuda_device_count(std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (why) *why = cudaGetErrorString(status);
+    // Without a driver the runtime says its version is "insufficient": name the likelier cause.
+    const bool no_driver = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
+    if (why) *why = std::string(no_driver ? "no NVIDIA driver or GPU found; CUDA says: " : "") + cudaGetErrorString(status);
     cudaGetLastError();  // clear the sticky error so later queries start clean
     return 0;
   }
