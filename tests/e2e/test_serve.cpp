@@ -551,7 +551,9 @@ TEST(ServeBinary, ServesACheckpointAndExitsCleanlyOnSigterm) {
     answer = c2.Put("/api", json{{"prompts", {"5 6 7"}}, {"tokens_to_generate", 200}, {"stop_token", 0}, {"top_k", 1}}.dump(),
                     "application/json");
   });
-  for (int i = 0; i < 200 && body_of(c.Get("/health")).value("active_requests", 0) == 0; ++i)
+  // Up to 10 s for the request to start (a loaded CI machine can take a while): SIGTERM must come
+  // while it runs.
+  for (int i = 0; i < 10000 && body_of(c.Get("/health")).value("active_requests", 0) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   kill(pid, SIGTERM);
   client.join();
