@@ -5,5 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # nvcc is often installed off the PATH, under /usr/local/cuda.
 if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMT_CUDA="${MT_CUDA:-auto}" "$@" | grep -E "CUDA backend" || true
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMT_CUDA="${MT_CUDA:-auto}" "$@" > "$log" 2>&1; then
+  cat "$log"
+  exit 1
+fi
+grep -E "CUDA backend" "$log" || true  # say whether the CUDA backend is built
 cmake --build build -j "$(nproc)"
