@@ -32,8 +32,9 @@ bool is_part(const TensorView& whole, const TensorView& part, int rank) {
   return part.data == static_cast<const char*>(whole.data) + static_cast<size_t>(rank) * part.bytes();
 }
 
-void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op, int in_place_rank) {
-  MT_CHECK(host_addressable(whole) && host_addressable(part)) << op << ": host tensors only";
+void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op, int in_place_rank,
+                       bool host_only) {
+  MT_CHECK(!host_only || (host_addressable(whole) && host_addressable(part))) << op << ": host tensors only";
   MT_CHECK(whole.dtype == part.dtype) << op << ": dtypes differ: " << whole.str() << " vs " << part.str();
   MT_CHECK(whole.numel() == part.numel() * size)
       << op << ": the whole tensor " << whole.str() << " must hold " << size << " parts of " << part.str();
@@ -45,8 +46,8 @@ void check_gather_args(const TensorView& whole, const TensorView& part, int size
 }
 
 void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
-                           std::span<const int64_t> send_counts, int size, const char* op) {
-  MT_CHECK(host_addressable(out) && host_addressable(in)) << op << ": host tensors only";
+                           std::span<const int64_t> send_counts, int size, const char* op, bool host_only) {
+  MT_CHECK(!host_only || (host_addressable(out) && host_addressable(in))) << op << ": host tensors only";
   MT_CHECK(out.dtype == in.dtype) << op << ": dtypes differ: out " << out.str() << " vs in " << in.str();
   auto check_side = [&](std::span<const int64_t> counts, const TensorView& t, const char* side, const char* name) {
     MT_CHECK(counts.size() == static_cast<size_t>(size))

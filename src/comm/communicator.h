@@ -99,12 +99,13 @@ void check_reduce_args(const TensorView& t, const char* op, ReduceOp reduce = Re
 // t /= divisor (f32 or f64): the second half of ReduceOp::avg where the transport only sums.
 void divide_in_place(const TensorView& t, int divisor);
 // in_place_rank >= 0: part may be exactly whole's in_place_rank-th part (all_gather in place).
+// host_only: the tensors must be host-addressable (false: the caller checked their device itself).
 void check_gather_args(const TensorView& whole, const TensorView& part, int size, const char* op,
-                       int in_place_rank = -1);
-// all_to_all_v's rules: host tensors of one dtype that do not overlap, `size` non-negative counts per
-// side summing to the tensors' element counts.
+                       int in_place_rank = -1, bool host_only = true);
+// all_to_all_v's rules: (host) tensors of one dtype that do not overlap, `size` non-negative counts
+// per side summing to the tensors' element counts.
 void check_all_to_all_args(const TensorView& out, std::span<const int64_t> recv_counts, const TensorView& in,
-                           std::span<const int64_t> send_counts, int size, const char* op);
+                           std::span<const int64_t> send_counts, int size, const char* op, bool host_only = true);
 // part is exactly whole's rank-th part (same memory).
 bool is_part(const TensorView& whole, const TensorView& part, int rank);
 // Point-to-point rules: host tensor, peer in [0, size), tag in [0, max_tag]; the message names op, peer,

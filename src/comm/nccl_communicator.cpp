@@ -138,15 +138,8 @@ class NcclCommunicator final : public Communicator {
     if (!on_device(in) && !on_device(out)) return host_->all_to_all_v(out, recv_counts, in, send_counts);
     const char* op = "all_to_all_v";
     MT_CHECK(on_device(in) && on_device(out)) << op << ": in and out must both be GPU tensors";
-    MT_CHECK(in.dtype == out.dtype) << op << ": dtypes differ: " << in.str() << " vs " << out.str();
-    MT_CHECK(send_counts.size() == static_cast<size_t>(size()) && recv_counts.size() == send_counts.size())
-        << op << ": one count per rank on each side";
+    check_all_to_all_args(out, recv_counts, in, send_counts, size(), op, false);
     const size_t e = dtype_size(in.dtype);
-    int64_t sent = 0, received = 0;
-    for (int r = 0; r < size(); ++r) sent += send_counts[r], received += recv_counts[r];
-    MT_CHECK(sent == in.numel() && received == out.numel())
-        << op << ": counts sum to " << sent << " / " << received << " elements for in " << in.str() << " and out "
-        << out.str();
     enqueue([&] {
       MT_NCCL_CHECK(ncclGroupStart());
       const char* src = static_cast<const char*>(in.data);
@@ -172,7 +165,7 @@ class NcclCommunicator final : public Communicator {
   }
   std::unique_ptr<CommRequest> all_gather_async(const TensorView& out, const TensorView& in) override {
     if (!on_device(out)) return host_->all_gather_async(out, in);
-    check_parts(out, in, "all_gather");
+    check_parts(out, in, "all_gather", rank());
     return enqueue([&] {
       MT_NCCL_CHECK(ncclAllGather(in.data, out.data, in.bytes(), ncclUint8, comm_, stream_));
     });
@@ -180,7 +173,7 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<CommRequest> reduce_scatter_async(const TensorView& out, const TensorView& in,
                                                     ReduceOp op) override {
     if (!on_device(in)) return host_->reduce_scatter_async(out, in, op);
-    check_parts(in, out, "reduce_scatter");
+    check_parts(in, out, "reduce_scatter", -1);
     return enqueue([&] {
       MT_NCCL_CHECK(ncclReduceScatter(in.data, out.data, out.numel(), nccl_type(in.dtype, "reduce_scatter"),
                                       nccl_op(op), comm_, stream_));
@@ -231,11 +224,10 @@ class NcclCommunicator final : public Communicator {
     return std::make_unique<NcclRequest>(done);
   }
 
-  void check_parts(const TensorView& whole, const TensorView& part, const char* op) const {
+  // in_place_rank >= 0: part may be exactly whole's in_place_rank-th part.
+  void check_parts(const TensorView& whole, const TensorView& part, const char* op, int in_place_rank) const {
     MT_CHECK(on_device(whole) && on_device(part)) << op << ": both tensors must be GPU tensors";
-    MT_CHECK(whole.dtype == part.dtype) << op << ": dtypes differ: " << whole.str() << " vs " << part.str();
-    MT_CHECK(whole.numel() == part.numel() * size())
-        << op << ": the whole tensor " << whole.str() << " must hold " << size() << " parts of " << part.str();
+    check_gather_args(whole, part, size(), op, in_place_rank, false);
   }
 
   std::unique_ptr<Communicator> owned_;
