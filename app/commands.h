@@ -22,6 +22,8 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world = nul
 int cmd_serve(const std::vector<std::string>& args, Communicator* world = nullptr);
 // What a train command line would reserve per rank, compute and idle, from the flags alone.
 int cmd_plan(const std::vector<std::string>& args);
+// Every flag of Megatron-LM's training parser and its status here (--markdown: docs/megatron-flags.md).
+int cmd_flags(const std::vector<std::string>& args);
 // Checkpoints to and from Hugging Face, and offline resharding (tools/checkpoint/convert.py).
 // One process: under mpirun with several ranks it refuses rather than write the same files twice.
 int cmd_convert(const std::vector<std::string>& args, Communicator* world = nullptr);

@@ -23,7 +23,8 @@ const char* kUsage =
     "  serve        answer generation requests over HTTP (Megatron's /api, OpenAI completions)\n"
     "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n"
     "  plan         memory and traffic per rank, FLOPs and bubble of a train command line, without running it;\n"
-    "               --search: the layouts that fit a memory budget, fastest first\n";
+    "               --search: the layouts that fit a memory budget, fastest first\n"
+    "  flags        every flag of Megatron-LM's training parser: implemented, accepted without effect, or not\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
 bool launched_as_mpi_rank() {
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     if (command == "serve") return mt::cmd_serve(args, world.get());
     if (command == "convert") return mt::cmd_convert(args, world.get());
     if (command == "plan") return mt::cmd_plan(args);
+    if (command == "flags") return mt::cmd_flags(args);
     std::fprintf(stderr, "megatron: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   });

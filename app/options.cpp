@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "app/megatron_flags.h"
 #include "base/error.h"
 
 namespace mt {
@@ -25,6 +26,7 @@ const std::vector<OptionSpec> kTable = {
     {"--seq-length", T::integer, "128", "sequence length", "", "train"},
     {"--max-position-embeddings", T::integer, "", "rows of the learned position table (default seq length)", "", "train"},
     {"--position-embedding-type", T::choice, "learned_absolute", "position embedding", "learned_absolute|rope", "train"},
+    {"--no-position-embedding", T::flag, "", "no learned position table: what --position-embedding-type rope does anyway (without rope: refused)", "", "train"},
     {"--rotary-base", T::real, "10000", "RoPE base (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--normalization", T::choice, "LayerNorm", "normalization layer", "LayerNorm|RMSNorm", "train"},
     {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
@@ -38,7 +40,7 @@ const std::vector<OptionSpec> kTable = {
     {"--make-vocab-size-divisible-by", T::integer, "128", "pad the vocabulary to a multiple of this", "", "train"},
     {"--untie-embeddings-and-output-weights", T::flag, "", "separate output layer weights", "", "train"},
     {"--device", T::choice, "auto", "where to run: cuda (NVIDIA GPU, one per rank), cpu, or auto (cuda when built with CUDA and a GPU is visible)", "auto|cpu|cuda", "train,generate,serve"},
-    {"--attention-backend", T::choice, "flash", "flash: online softmax; unfused: stores probabilities", "flash|unfused", "train"},
+    {"--attention-backend", T::choice, "auto", "flash, fused and auto: online softmax (no probabilities stored); unfused and local: stores the probabilities", "flash|fused|auto|unfused|local", "train"},
     // Mixture of experts (moe_config: --num-experts and the --moe-* flags).
     {"--num-experts", T::integer, "", "routed experts per MoE layer (unset: a dense model)", "", "train"},
     {"--moe-layer-freq", T::text, "1", "which layers are MoE: N (every N-th, from layer 0) or a list [1,0,1,...] with one 0/1 per layer", "", "train"},
@@ -262,8 +264,12 @@ void check_value(const OptionSpec& o, const std::string& v) {
       choices.append(o.choices).append("|");
       std::string wanted = "|";
       wanted.append(v).append("|");
-      MT_CHECK(choices.find(wanted) != std::string::npos)
-          << o.name << " must be one of " << o.choices << ", got '" << v << "'";
+      if (choices.find(wanted) != std::string::npos) break;
+      const MegatronArgument* m = find_megatron_argument(o.name);
+      std::string megatron_choices = m ? std::string("|") + m->choices + "|" : "";
+      if (megatron_choices.find(wanted) != std::string::npos)
+        MT_FAIL() << o.name << " " << v << " is not implemented in megatron.cpp (implemented: " << o.choices << ")";
+      MT_FAIL() << o.name << " must be one of " << o.choices << ", got '" << v << "'";
       break;
     }
     case T::flag:
@@ -276,20 +282,41 @@ void check_value(const OptionSpec& o, const std::string& v) {
 const std::vector<OptionSpec>& option_table() { return kTable; }
 
 namespace {
+// train and plan read Megatron's command lines: its flags that the table lacks are accepted
+// without effect or refused by name (megatron_flags.h), never reported as unknown.
+bool reads_megatron_flags(const std::string& command) { return command == "train" || command == "plan"; }
+
 const OptionSpec& lookup(const std::string& command, const std::string& name, const std::string& where) {
   if (const OptionSpec* o = find(command, name)) return *o;
   std::string best;
   size_t best_d = 4;
-  for (const OptionSpec& c : kTable) {
-    const size_t d = edit_distance(name, c.name);
-    if (d < best_d && find(command, c.name)) best = c.name, best_d = d;
-  }
+  const auto consider = [&](const std::string& candidate) {
+    const size_t d = edit_distance(name, candidate);
+    if (d < best_d) best = candidate, best_d = d;
+  };
+  for (const OptionSpec& c : kTable)
+    if (find(command, c.name)) consider(c.name);
+  if (reads_megatron_flags(command))
+    for (const MegatronArgument& m : megatron_arguments()) consider(m.name);
   MT_FAIL() << "unknown option " << name << where << " for 'megatron " << command << "'"
             << (best.empty() ? "" : "; did you mean " + best + "?") << " (see --help)";
 }
 
+// A Megatron flag the table lacks: its note when accepted (values as given), or an error naming
+// the missing feature.
+MegatronNote megatron_flag_note(const MegatronArgument& m, const std::vector<std::string>& values, const std::string& where) {
+  const MegatronFlagStatus* s = megatron_flag_status(m.name);
+  const std::string given = std::string(m.name) + (values.empty() ? "" : " " + values.front()) + (values.size() > 1 ? " ..." : "");
+  if (s && s->treatment == MegatronTreatment::accepted) return {given, s->why};
+  if (is_megatron_default(m, values)) return {given, "Megatron's default: nothing to do"};
+  if (s && s->same_here && values.size() == 1 && values.front() == s->same_here) return {given, "what megatron.cpp does"};
+  MT_FAIL() << m.name << where << " is not implemented in megatron.cpp: " << (s ? s->why : "this Megatron-LM feature")
+            << (s && s->planned ? " (planned)" : "");
+}
+
 // Options from a YAML mapping: `hidden_size: 768`, `swiglu: true`, `lr: 3.0e-4`.
-void load_config_file(const std::string& command, const std::string& path, std::map<std::string, std::string>& values) {
+void load_config_file(const std::string& command, const std::string& path, std::map<std::string, std::string>& values,
+                      std::vector<MegatronNote>& notes) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -305,6 +332,16 @@ void load_config_file(const std::string& command, const std::string& path, std::
     for (char& ch : key)
       if (ch == '_') ch = '-';
     const std::string name = "--" + key;
+    const MegatronArgument* m = find(command, name) || !reads_megatron_flags(command) ? nullptr : find_megatron_argument(name);
+    if (m) {
+      std::vector<std::string> given;
+      if (m->values != MegatronValues::flag) {
+        MT_CHECK(item.second.IsScalar()) << path << ": value of " << key << " must be a scalar";
+        given.push_back(item.second.as<std::string>());
+      }
+      notes.push_back(megatron_flag_note(*m, given, " in " + path));
+      continue;
+    }
     const OptionSpec& o = lookup(command, name, " in " + path);
     MT_CHECK(name != "--config") << path << ": a config file cannot include another";
     if (o.type == T::list && item.second.IsSequence()) {
@@ -346,8 +383,28 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       name = name.substr(0, name.find('='));
     }
     MT_CHECK(name.rfind("--", 0) == 0) << "unexpected argument '" << args[i] << "' (options start with --)";
-    const OptionSpec& o = lookup(command, name, "");
     MT_CHECK(!out.given_.count(name)) << name << " given twice";
+    if (const MegatronArgument* m = find(command, name) || !reads_megatron_flags(command) ? nullptr : find_megatron_argument(name)) {
+      std::vector<std::string> given;
+      if (inline_value) given.push_back(value);
+      MT_CHECK(!(inline_value && m->values == MegatronValues::flag)) << name << " is a flag and takes no value";
+      const auto is_value = [&](size_t j) { return j < args.size() && args[j].rfind("--", 0) != 0; };
+      if (!inline_value && m->values == MegatronValues::one) {
+        MT_CHECK(i + 1 < args.size()) << name << " needs a value";
+        given.push_back(args[++i]);
+      }
+      if (!inline_value && m->values == MegatronValues::optional && is_value(i + 1)) given.push_back(args[++i]);
+      while (!inline_value && m->values == MegatronValues::list && is_value(i + 1)) given.push_back(args[++i]);
+      if (*m->choices && given.size() == 1) {
+        const std::string choices = std::string("|") + m->choices + "|";
+        MT_CHECK(choices.find("|" + given.front() + "|") != std::string::npos)
+            << name << " must be one of " << m->choices << ", got '" << given.front() << "'";
+      }
+      out.megatron_notes_.push_back(megatron_flag_note(*m, given, ""));
+      out.given_[name] = true;
+      continue;
+    }
+    const OptionSpec& o = lookup(command, name, "");
     if (o.type == T::flag) {
       MT_CHECK(!inline_value) << name << " is a flag and takes no value";
       value = "1";
@@ -368,7 +425,7 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   }
   // The config file sits between the defaults and the command line.
   for (const auto& [name, value] : cli)
-    if (name == "--config") load_config_file(command, value, out.values_);
+    if (name == "--config") load_config_file(command, value, out.values_, out.megatron_notes_);
   for (const auto& [name, value] : cli) out.values_[name] = value;
   return out;
 }
@@ -419,6 +476,20 @@ const std::string& Options::text(const std::string& name) const {
   return it->second;
 }
 
+bool implemented_for_train(const std::string& name) { return find("train", name) != nullptr; }
+
+std::string Options::megatron_notes_line() const {
+  std::vector<std::pair<std::string, std::string>> by_why;  // why, the flags given
+  for (const MegatronNote& n : megatron_notes_) {
+    auto it = std::find_if(by_why.begin(), by_why.end(), [&](const auto& w) { return w.first == n.why; });
+    if (it == by_why.end()) by_why.emplace_back(n.why, n.given);
+    else it->second += ", " + n.given;
+  }
+  std::string line;
+  for (const auto& [why, flags] : by_why) line += (line.empty() ? "" : "; ") + flags + " (" + why + ")";
+  return line.empty() ? line : "Megatron-LM flags accepted without effect: " + line;
+}
+
 std::string options_help(const std::string& command) {
   std::ostringstream s;
   s << "usage: megatron " << command << " [options]\n\noptions:\n";
@@ -433,6 +504,17 @@ std::string options_help(const std::string& command) {
     s << left << std::string(left.size() < 44 ? 44 - left.size() : 1, ' ') << o.help;
     if (*o.default_value) s << " (default " << o.default_value << ")";
     s << "\n";
+  }
+  if (reads_megatron_flags(command)) {
+    int counts[3] = {0, 0, 0};
+    for (const MegatronArgument& m : megatron_arguments()) {
+      const MegatronFlagStatus* st = megatron_flag_status(m.name);
+      ++counts[implemented_for_train(m.name) ? 0 : st && st->treatment == MegatronTreatment::accepted ? 1 : 2];
+    }
+    s << "\nMegatron-LM's other flags: of its " << megatron_arguments().size() << ", " << counts[0]
+      << " are implemented (above), " << counts[1] << " are accepted without effect (kernel, fusion and framework "
+      << "choices; listed in the log's first lines) and " << counts[2]
+      << " are refused as not implemented, by name. `megatron flags` lists each.\n";
   }
   return s.str();
 }

@@ -23,6 +23,12 @@ struct OptionSpec {
 
 const std::vector<OptionSpec>& option_table();
 
+// A Megatron-LM flag given that changes nothing here, and why.
+struct MegatronNote {
+  std::string given;  // "--transformer-impl transformer_engine"
+  std::string why;
+};
+
 class Options {
  public:
   // Has a value: from the command line, the --config file or a default (flags: set).
@@ -37,15 +43,22 @@ class Options {
   std::vector<std::string> list(const std::string& name) const;
   // Every option that has a value, as YAML that --config reads back.
   std::string to_yaml() const;
+  // The Megatron-LM flags given that change nothing here, each with why.
+  const std::vector<MegatronNote>& megatron_notes() const { return megatron_notes_; }
+  // Those flags grouped by why, as one log line ("" when none).
+  std::string megatron_notes_line() const;
 
  private:
   friend Options parse_options(const std::string& command, const std::vector<std::string>& args);
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> given_;  // on the command line
+  std::vector<MegatronNote> megatron_notes_;
 };
 
 // Parses "--name value" and "--name=value" (flags take no value). Throws mt::Error.
 Options parse_options(const std::string& command, const std::vector<std::string>& args);
 std::string options_help(const std::string& command);
+// Whether train's option table has the flag (the rest of Megatron's flags: megatron_flags.h).
+bool implemented_for_train(const std::string& name);
 
 }  // namespace mt

@@ -83,6 +83,10 @@ ModelConfig model_config(const Options& o) {
   if (o.has("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
   c.position_embedding_type =
       o.text("--position-embedding-type") == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
+  // Megatron's Llama scripts pass --no-position-embedding beside rope, where it changes nothing.
+  if (o.flag("--no-position-embedding") && c.position_embedding_type != PositionEmbedding::rope)
+    MT_FAIL() << "--no-position-embedding without --position-embedding-type rope is not implemented in megatron.cpp: "
+              << "a model without position embeddings (NoPE)";
   c.rotary_base = o.real("--rotary-base");
   c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
@@ -96,7 +100,8 @@ ModelConfig model_config(const Options& o) {
   if (o.has("--vocab-size")) c.vocab_size = o.integer("--vocab-size");
   c.make_vocab_size_divisible_by = o.integer("--make-vocab-size-divisible-by");
   c.untie_embeddings_and_output_weights = o.flag("--untie-embeddings-and-output-weights");
-  c.attention_impl = o.text("--attention-backend") == "unfused" ? AttentionImpl::unfused : AttentionImpl::flash;
+  const std::string attention = o.text("--attention-backend");
+  c.attention_impl = attention == "unfused" || attention == "local" ? AttentionImpl::unfused : AttentionImpl::flash;
   MT_CHECK(!(o.flag("--bf16") && o.flag("--fp16"))) << "--bf16 and --fp16 exclude each other";
   c.params_dtype = o.flag("--bf16") ? DType::bf16 : o.flag("--fp16") ? DType::f16 : DType::f32;
   std::string granularity = o.has("--recompute-granularity") ? o.text("--recompute-granularity") : "";

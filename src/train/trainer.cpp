@@ -58,8 +58,8 @@ TrainData checked(TrainData data, const ModelConfig& model, const TrainConfig& t
   const SampleSource* splits[3] = {data.train.get(), data.valid.get(), data.test.get()};
   for (int i = 0; i < 3; ++i) {
     const char* name = split_name(static_cast<Split>(i));
-    if (i > 0 && train.eval_iters == 0) continue;  // no evaluation: the split is never read
-    MT_CHECK(splits[i]) << "no " << name << " data, but --eval-iters is " << train.eval_iters;
+    // No evaluation, or an empty split (--split 99,1,0): never read, as Megatron skips it.
+    if (i > 0 && (train.eval_iters == 0 || !splits[i])) continue;
     MT_CHECK(splits[i]->sequence_length() == model.seq_length)
         << "the " << name << " samples hold " << splits[i]->sequence_length() << " tokens, but --seq-length is "
         << model.seq_length;
@@ -138,12 +138,12 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   for (auto* group : {&groups_.ep, &groups_.etp, &groups_.etp_ep}) dispatch_counters_.push_back(counted(*group));
   pp_counter_ = counted(groups_.pp);
   embedding_counter_ = counted(groups_.embedding);
-  if (config_.eval_iters > 0) {
+  if (config_.eval_iters > 0 && data_.valid)
     valid_sampler_.emplace(data_.valid->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                            config_.data_parallel_size);
+  if (config_.eval_iters > 0 && data_.test)
     test_sampler_.emplace(data_.test->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                           config_.data_parallel_size);
-  }
   // This rank's pipeline stage and the schedules that drive it (validated by running every
   // rank's list in the simulator: a bad list fails here, not as a hang), from the layout that
   // `megatron plan` reads too.
@@ -362,8 +362,9 @@ IterationStats Trainer::train_step() {
 }
 
 double Trainer::evaluate(Split split) {
-  MT_CHECK(split != Split::train && config_.eval_iters > 0) << "evaluation needs the valid or test split and --eval-iters > 0";
-  PretrainingSampler& sampler = split == Split::valid ? *valid_sampler_ : *test_sampler_;
+  std::optional<PretrainingSampler>& sampler_of_split = split == Split::valid ? valid_sampler_ : test_sampler_;
+  MT_CHECK(split != Split::train && sampler_of_split) << "evaluation needs a non-empty valid or test split and --eval-iters > 0";
+  PretrainingSampler& sampler = *sampler_of_split;
   const SampleSource& source = *data_.split(split);
   double loss_sum = 0.0, num_tokens = 0.0;
   for (int64_t it = 0; it < config_.eval_iters; ++it) {
@@ -458,7 +459,7 @@ TrainResult Trainer::run(const LogFn& log) {
       if (config_.show_progress)
         log(format_progress(st.iteration, config_.iterations, ms_since(run_start) * 1e-3));
     }
-    if (config_.evaluate_after(st.iteration)) {
+    if (valid_sampler_ && config_.evaluate_after(st.iteration)) {
       const auto eval_start = Clock::now();
       const double loss = evaluate(Split::valid);
       result.evaluations.push_back({st.iteration, Split::valid, loss, false});
@@ -484,11 +485,13 @@ TrainResult Trainer::run(const LogFn& log) {
   // pretrain(): the final state, unless the last interval just saved it.
   if (!save.empty() && iteration_ > 0 && (interval_save == 0 || iteration_ % interval_save != 0)) save_logged(log);
   for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // every parameter whole, as the caller may read them
-  if (config_.eval_iters > 0) {
-    const std::string at = "iteration " + std::to_string(iteration_);
+  const std::string at = "iteration " + std::to_string(iteration_);
+  if (valid_sampler_) {
     const double valid = evaluate(Split::valid);
     result.evaluations.push_back({iteration_, Split::valid, valid, true});
     log(format_validation_block(at + " on validation set", valid));
+  }
+  if (test_sampler_) {
     const double test = evaluate(Split::test);
     result.evaluations.push_back({iteration_, Split::test, test, true});
     log(format_validation_block(at + " on test set", test));

@@ -158,5 +158,22 @@ TEST(TrainRealData, TrainCommandReadsABlendAndRejectsOddDataPaths) {
   testing::internal::GetCapturedStdout();
 }
 
+// Megatron's real-data scripts pass --split 99,1,0: the empty test split is skipped, as
+// Megatron skips it, instead of stopping the run; validation still runs.
+TEST(TrainRealData, EmptySplitIsSkipped) {
+  TempDir dir;
+  const std::string a = write_corpus(dir.path, 120, 1);
+  testing::internal::CaptureStdout();
+  const int rc = cmd_train({"--num-layers", "1", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length",
+                            "16", "--tokenizer-type", "NullTokenizer", "--vocab-size", "64", "--micro-batch-size",
+                            "2", "--train-iters", "2", "--lr", "1e-3", "--eval-iters", "1", "--eval-interval", "1",
+                            "--split", "99,1,0", "--data-path", a, "--data-cache-path", dir / "cache"});
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("validation loss at iteration 1 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("on validation set"), std::string::npos) << out;
+  EXPECT_EQ(out.find("on test set"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace mt

@@ -37,7 +37,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--moe-router-load-balancing-type", "--moe-router-num-groups", "--moe-router-pre-softmax",
       "--moe-router-score-function", "--moe-router-topk", "--moe-router-topk-scaling-factor",
       "--moe-shared-expert-intermediate-size", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
-      "--moe-token-drop-policy", "--moe-z-loss-coeff", "--no-load-optim", "--no-load-rng", "--no-save-optim",
+      "--moe-token-drop-policy", "--moe-z-loss-coeff", "--no-load-optim", "--no-load-rng", "--no-position-embedding", "--no-save-optim",
       "--no-save-rng", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id", "--num-attention-heads",
       "--num-experts", "--num-layers", "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",

@@ -1,0 +1,103 @@
+// Megatron-LM's command lines: every flag of its training parser (pinned in
+// app/megatron_arguments.inc) is implemented, accepted without effect or refused by name; none is
+// ever unknown, and docs/megatron-flags.md lists them as the binary does.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/megatron_flags.h"
+#include "app/options.h"
+#include "base/error.h"
+#include "testing.h"
+
+namespace mt {
+namespace {
+
+std::string error_of(const std::vector<std::string>& args) {
+  try {
+    parse_options("train", args);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MegatronFlags, EveryMegatronFlagIsClassified) {
+  ASSERT_GT(megatron_arguments().size(), 800u);
+  for (const MegatronArgument& a : megatron_arguments())
+    EXPECT_TRUE(implemented_for_train(a.name) || megatron_flag_status(a.name) != nullptr)
+        << a.name << " is neither implemented nor classified in app/megatron_flags.cpp";
+}
+
+TEST(MegatronFlags, EveryRuleClassifiesAFlagThatIsNotImplemented) {
+  // A flag implemented later, or gone from Megatron, must leave the table of accepted and missing ones.
+  for (const std::string& pattern : megatron_flag_patterns()) {
+    int used = 0;
+    for (const MegatronArgument& a : megatron_arguments())
+      used += matches_flag_pattern(pattern, a.name) && !implemented_for_train(a.name);
+    EXPECT_GT(used, 0) << pattern << " classifies no Megatron flag that train lacks";
+  }
+}
+
+TEST(MegatronFlags, AcceptedFlagsTakeTheirValuesAndAreNoted) {
+  const Options o = parse_options("train", {"--use-mcore-models", "--transformer-impl", "transformer_engine",
+                                            "--hidden-size", "64", "--cp-comm-type", "p2p", "p2p",
+                                            "--distributed-backend=nccl", "--tensorboard-dir", "tb", "--num-layers",
+                                            "3"});
+  EXPECT_EQ(o.integer("--hidden-size"), 64);
+  EXPECT_EQ(o.integer("--num-layers"), 3);
+  ASSERT_EQ(o.megatron_notes().size(), 5u);
+  EXPECT_EQ(o.megatron_notes()[0].given, "--use-mcore-models");
+  EXPECT_EQ(o.megatron_notes()[1].given, "--transformer-impl transformer_engine");
+  EXPECT_EQ(o.megatron_notes()[2].given, "--cp-comm-type p2p ...");  // a list flag: every value taken
+  EXPECT_EQ(o.megatron_notes()[3].given, "--distributed-backend nccl");
+  const std::string line = o.megatron_notes_line();
+  EXPECT_EQ(line.rfind("Megatron-LM flags accepted without effect: --use-mcore-models (", 0), 0u) << line;
+  EXPECT_NE(line.find("--tensorboard-dir tb (TensorBoard"), std::string::npos) << line;
+}
+
+TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
+  EXPECT_NE(error_of({"--fp8-format", "hybrid"}).find("--fp8-format is not implemented in megatron.cpp: FP8"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--multi-latent-attention"}).find("not implemented in megatron.cpp: DeepSeek-V3"),
+            std::string::npos);
+  // Megatron's default value of a missing feature changes nothing, so it is accepted.
+  EXPECT_EQ(error_of({"--context-parallel-size", "1"}), "");
+  EXPECT_NE(error_of({"--context-parallel-size", "2"}).find("context parallelism (planned)"), std::string::npos);
+  EXPECT_EQ(error_of({"--rotary-percent", "1.0"}), "");
+  EXPECT_EQ(error_of({"--optimizer", "adam"}), "");
+  EXPECT_NE(error_of({"--optimizer", "sgd"}).find("optimizers other than Adam"), std::string::npos);
+  // A value Megatron has but megatron.cpp lacks, for a flag it implements.
+  EXPECT_NE(error_of({"--position-embedding-type", "yarn"}).find("yarn is not implemented in megatron.cpp"),
+            std::string::npos);
+  // Megatron's choices are still checked.
+  EXPECT_NE(error_of({"--transformer-impl", "cudnn"}).find("must be one of"), std::string::npos);
+}
+
+TEST(MegatronFlags, TyposAreUnknownWithTheNearestName) {
+  const std::string e = error_of({"--use-mcore-model"});
+  EXPECT_NE(e.find("unknown option --use-mcore-model"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean --use-mcore-models?"), std::string::npos) << e;
+  // Other commands keep their own tables: Megatron's training flags are unknown there.
+  EXPECT_THROW(parse_options("preprocess", {"--use-mcore-models"}), Error);
+}
+
+TEST(MegatronFlags, AttentionBackendTakesMegatronsValues) {
+  for (const char* v : {"flash", "fused", "auto", "unfused", "local"})
+    EXPECT_EQ(error_of({"--attention-backend", v}), "") << v;
+}
+
+TEST(MegatronFlags, DocumentListsEveryFlagAsTheBinaryDoes) {
+  std::ifstream in(std::string(MT_SOURCE_DIR) + "/docs/megatron-flags.md");
+  ASSERT_TRUE(in) << "docs/megatron-flags.md is missing";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string report = megatron_flags_report(true, implemented_for_train);
+  EXPECT_NE(doc.str().find(report), std::string::npos)
+      << "docs/megatron-flags.md is out of date: regenerate its list with `megatron flags --markdown`";
+  EXPECT_EQ(report.find("unclassified"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mt
