@@ -195,6 +195,14 @@ TrainConfig train_config(const Options& o) {
   t.checkpoint.no_save_rng = o.flag("--no-save-rng");
   t.checkpoint.no_load_rng = o.flag("--no-load-rng");
   t.checkpoint.finetune = o.flag("--finetune");
+  const bool override_schedule = o.flag("--override-opt_param-scheduler") || o.flag("--override-opt-param-scheduler");
+  const bool checkpoint_schedule =
+      o.flag("--use-checkpoint-opt_param-scheduler") || o.flag("--use-checkpoint-opt-param-scheduler");
+  MT_CHECK(!(override_schedule && checkpoint_schedule))
+      << "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler exclude each other";
+  t.checkpoint.schedule_on_resume = override_schedule     ? ScheduleOnResume::from_flags
+                                    : checkpoint_schedule ? ScheduleOnResume::from_checkpoint
+                                                          : ScheduleOnResume::must_match;
   t.checkpoint.exit_on_missing_checkpoint = o.flag("--exit-on-missing-checkpoint");
   t.calculate_per_token_loss = o.flag("--calculate-per-token-loss");
   t.eod_mask_loss = o.flag("--eod-mask-loss");

@@ -25,8 +25,26 @@ nlohmann::json manifest_json(const CheckpointManifest& m) {
       {"loss_scaler", {{"scale", m.scaler.scale}, {"growth_tracker", m.scaler.growth_tracker},
                        {"hysteresis_tracker", m.scaler.hysteresis_tracker}}},
       {"files", files}};
+  if (m.schedule) j["scheduler"]["config"] = lr_schedule_json(*m.schedule);
   if (m.seed) j["rng"] = {{"seed", *m.seed}};
   if (!m.tokenizer.is_null()) j["tokenizer"] = m.tokenizer;
+  return j;
+}
+
+// Megatron's OptimizerParamScheduler.state_dict fields, in steps (samples), plus WSD's.
+nlohmann::json lr_schedule_json(const LrScheduleConfig& c) {
+  nlohmann::json j = {{"max_lr", c.max_lr},
+                      {"min_lr", c.min_lr},
+                      {"lr_warmup_init", c.lr_warmup_init},
+                      {"lr_warmup_steps", c.lr_warmup_steps},
+                      {"lr_decay_steps", c.lr_decay_steps},
+                      {"lr_decay_style", std::string(to_string(c.lr_decay_style))},
+                      {"lr_wsd_decay_style", std::string(to_string(c.lr_wsd_decay_style))},
+                      {"start_wd", c.start_wd},
+                      {"end_wd", c.end_wd},
+                      {"wd_incr_steps", c.wd_incr_steps},
+                      {"wd_incr_style", std::string(to_string(c.wd_incr_style))}};
+  if (c.wsd_decay_steps) j["wsd_decay_steps"] = *c.wsd_decay_steps;
   return j;
 }
 
@@ -61,6 +79,23 @@ CheckpointManifest parse_manifest(const nlohmann::json& j, const std::string& di
     m.optimizer_saved = j.at("optimizer").at("saved").get<bool>();
     m.optimizer_steps = j.at("optimizer").at("steps").get<int64_t>();
     m.scheduler_steps = j.at("scheduler").at("num_steps").get<int64_t>();
+    if (j.at("scheduler").contains("config")) {
+      const nlohmann::json& c = j.at("scheduler").at("config");
+      LrScheduleConfig s;
+      s.max_lr = c.at("max_lr").get<double>();
+      s.min_lr = c.at("min_lr").get<double>();
+      s.lr_warmup_init = c.at("lr_warmup_init").get<double>();
+      s.lr_warmup_steps = c.at("lr_warmup_steps").get<double>();
+      s.lr_decay_steps = c.at("lr_decay_steps").get<int64_t>();
+      s.lr_decay_style = parse_lr_decay_style(c.at("lr_decay_style").get<std::string>());
+      s.lr_wsd_decay_style = parse_wsd_decay_style(c.at("lr_wsd_decay_style").get<std::string>());
+      if (c.contains("wsd_decay_steps")) s.wsd_decay_steps = c.at("wsd_decay_steps").get<int64_t>();
+      s.start_wd = c.at("start_wd").get<double>();
+      s.end_wd = c.at("end_wd").get<double>();
+      s.wd_incr_steps = c.at("wd_incr_steps").get<int64_t>();
+      s.wd_incr_style = parse_wd_incr_style(c.at("wd_incr_style").get<std::string>());
+      m.schedule = s;
+    }
     const nlohmann::json& ls = j.at("loss_scaler");
     m.scaler = {ls.at("scale").get<float>(), ls.at("growth_tracker").get<int64_t>(),
                 ls.at("hysteresis_tracker").get<int64_t>()};

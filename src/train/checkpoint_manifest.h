@@ -14,6 +14,7 @@
 #include "base/dtype.h"
 #include "ckpt/shard_file.h"
 #include "optim/loss_scaler.h"
+#include "optim/lr_schedule.h"
 
 namespace mt {
 
@@ -29,6 +30,7 @@ struct CheckpointManifest {
   int64_t iteration = 0, consumed_train = 0, consumed_valid = 0;
   bool optimizer_saved = false;
   int64_t optimizer_steps = 0, scheduler_steps = 0;
+  std::optional<LrScheduleConfig> schedule;  // the learning-rate schedule saved (absent in older checkpoints)
   LossScalerState scaler;
   std::optional<uint64_t> seed;  // absent under --no-save-rng
   nlohmann::json tokenizer;      // the tokenizer's settings (app/tokenizer_flags.h), or null
@@ -39,6 +41,7 @@ struct CheckpointManifest {
 std::string shard_file_name(int world_rank);
 
 nlohmann::json manifest_json(const CheckpointManifest& m);
+nlohmann::json lr_schedule_json(const LrScheduleConfig& c);
 // Reads and validates (counts, loss scale, file names); mt::Error naming dir's manifest.json.
 CheckpointManifest parse_manifest(const nlohmann::json& j, const std::string& dir);
 

@@ -18,6 +18,12 @@
 namespace mt {
 
 // Megatron's checkpoint flags.
+// What a resume does with a learning-rate schedule that differs from the checkpoint's (Megatron's
+// OptimizerParamScheduler.load_state_dict): refuse, naming the differences; keep the command
+// line's (--override-opt_param-scheduler); or take the checkpoint's
+// (--use-checkpoint-opt_param-scheduler).
+enum class ScheduleOnResume { must_match, from_flags, from_checkpoint };
+
 struct CheckpointConfig {
   std::string save;                 // --save: directory to save into (empty: never)
   std::string load;                 // --load: directory to resume from (empty: start fresh)
@@ -29,6 +35,7 @@ struct CheckpointConfig {
   bool finetune = false;            // --finetune: weights only, iteration 0, fresh optimizer and schedule
   bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
   std::optional<int64_t> ckpt_step;         // --ckpt-step: this iteration instead of the latest
+  ScheduleOnResume schedule_on_resume = ScheduleOnResume::must_match;
   // What checkpoints record of the tokenizer (the app's record of its flags), so that `generate`
   // needs only --load; null: nothing.
   nlohmann::json tokenizer;

@@ -49,6 +49,8 @@
 
 namespace mt {
 
+struct CheckpointManifest;
+
 struct EvalRecord {
   int64_t iteration = 0;  // training iterations done when it ran
   Split split = Split::valid;
@@ -123,7 +125,8 @@ class Trainer {
   // --load: restores the checkpoint under `root` ("latest", or config().checkpoint.ckpt_step),
   // saved under any layout: weights, and unless --no-load-optim / --finetune the optimizer state,
   // iteration, consumed samples, LR schedule and loss scale (and unless --no-load-rng the seed).
-  // Returns the iteration loaded, or -1 when there is no checkpoint (an error with
+  // A schedule that differs from the checkpoint's is refused unless --override-opt_param-scheduler
+  // or --use-checkpoint-opt_param-scheduler says which to use. Returns the iteration loaded, or -1 when there is no checkpoint (an error with
   // --exit-on-missing-checkpoint). Collective.
   int64_t load_checkpoint(const std::string& root);
 
@@ -144,6 +147,8 @@ class Trainer {
   CommTotals comm_totals(CommGroup group) const;
 
  private:
+  // load_checkpoint's schedule check (see there).
+  void resume_schedule(const CheckpointManifest& saved, const std::string& dir);
   // Sums over the data-parallel group (every rank gets the total).
   double dp_sum(double value) const;
   // Sums over dp of values only the last pipeline stage has (the loss sums), given to every stage

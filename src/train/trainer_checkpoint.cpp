@@ -9,6 +9,7 @@
 // with its size and checksum.
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "backend/backend.h"
 #include "ckpt/checkpoint_dir.h"
@@ -96,6 +97,7 @@ void Trainer::save_checkpoint(const std::string& root) {
     m.optimizer_saved = with_optimizer;
     m.optimizer_steps = optimizer_->steps();
     m.scheduler_steps = scheduler_->num_steps();
+    m.schedule = scheduler_->config();
     if (scaler_) m.scaler = scaler_->state();
     if (!config_.checkpoint.no_save_rng) m.seed = config_.seed;
     m.tokenizer = config_.checkpoint.tokenizer;
@@ -105,6 +107,54 @@ void Trainer::save_checkpoint(const std::string& root) {
     commit_checkpoint(root, iteration_);
   }
   world.barrier();  // nobody goes on (or exits) before the checkpoint is in place
+}
+
+namespace {
+
+// The fields of two schedules that differ, as "name checkpoint → command line" items.
+std::string schedule_differences(const LrScheduleConfig& saved, const LrScheduleConfig& flags) {
+  std::ostringstream out;
+  out.precision(17);
+  const auto item = [&](const char* name, const auto& a, const auto& b) {
+    if (a == b) return;
+    out << (out.tellp() > 0 ? "; " : "") << name << " " << a << " in the checkpoint, " << b << " given";
+  };
+  item("max_lr (--lr)", saved.max_lr, flags.max_lr);
+  item("min_lr (--min-lr)", saved.min_lr, flags.min_lr);
+  item("lr_warmup_init (--lr-warmup-init)", saved.lr_warmup_init, flags.lr_warmup_init);
+  item("lr_warmup_steps (samples)", saved.lr_warmup_steps, flags.lr_warmup_steps);
+  item("lr_decay_steps (samples; --lr-decay-iters, default --train-iters)", saved.lr_decay_steps, flags.lr_decay_steps);
+  item("lr_decay_style", to_string(saved.lr_decay_style), to_string(flags.lr_decay_style));
+  item("wsd_decay_steps (samples)", saved.wsd_decay_steps.value_or(-1), flags.wsd_decay_steps.value_or(-1));
+  item("lr_wsd_decay_style", to_string(saved.lr_wsd_decay_style), to_string(flags.lr_wsd_decay_style));
+  item("start_wd", saved.start_wd, flags.start_wd);
+  item("end_wd", saved.end_wd, flags.end_wd);
+  item("wd_incr_steps (samples; --train-iters)", saved.wd_incr_steps, flags.wd_incr_steps);
+  item("wd_incr_style", to_string(saved.wd_incr_style), to_string(flags.wd_incr_style));
+  return out.str();
+}
+
+}  // namespace
+
+// Megatron's OptimizerParamScheduler.load_state_dict: the schedule of a resumed run is the
+// checkpoint's unless told otherwise, so a changed --train-iters cannot silently move it.
+void Trainer::resume_schedule(const CheckpointManifest& saved, const std::string& dir) {
+  const ScheduleOnResume mode = config_.checkpoint.schedule_on_resume;
+  if (mode == ScheduleOnResume::from_flags) return;
+  if (!saved.schedule) {  // written before checkpoints recorded it
+    MT_CHECK(mode != ScheduleOnResume::from_checkpoint)
+        << "--use-checkpoint-opt_param-scheduler: checkpoint " << dir << " does not record its learning-rate schedule";
+    return;
+  }
+  if (mode == ScheduleOnResume::from_checkpoint) {
+    scheduler_ = std::make_unique<OptimizerParamScheduler>(*saved.schedule);
+    return;
+  }
+  const std::string differences = schedule_differences(*saved.schedule, scheduler_->config());
+  MT_CHECK(differences.empty())
+      << "the learning-rate schedule differs from checkpoint " << dir << "'s: " << differences
+      << ". Pass --override-opt_param-scheduler to use the command line's schedule, or "
+      << "--use-checkpoint-opt_param-scheduler to continue the checkpoint's";
 }
 
 int64_t Trainer::load_checkpoint(const std::string& root) {
@@ -149,6 +199,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   }
   if (flags.finetune) return saved.iteration;  // iteration 0, fresh schedule and scaler
   if (optimizer) {
+    resume_schedule(saved, checkpoint.dir());
     scheduler_->set_num_steps(saved.scheduler_steps);
     if (scaler_) scaler_->load_state(saved.scaler);
   }

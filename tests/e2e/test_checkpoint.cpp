@@ -125,6 +125,40 @@ TEST(Checkpoint, FinetuneAndNoLoadOptimTakeTheWeightsAlone) {
   EXPECT_EQ(ok.load_checkpoint(weights.path()), 10);
 }
 
+// A resume whose schedule flags differ from the checkpoint's (here a longer --train-iters, which
+// moves the cosine decay) is refused with the difference named, as Megatron refuses it; the two
+// flags say which schedule to follow.
+TEST(Checkpoint, AChangedScheduleNeedsToBeChosen) {
+  test::TempDir dir;
+  Trainer whole(small_model(), short_run(dir.path()));
+  const TrainResult want = quiet_run(whole);
+  TrainConfig longer = short_run("", 14);
+  longer.checkpoint.load = dir.path();
+  longer.checkpoint.ckpt_step = 5;
+  {
+    Trainer refused(small_model(), longer);
+    test::expect_error_mentioning([&] { refused.load_checkpoint(dir.path()); }, "lr_decay_steps");
+  }
+  // The checkpoint's schedule: iterations 6..10 as the uninterrupted run, bit for bit.
+  longer.checkpoint.schedule_on_resume = ScheduleOnResume::from_checkpoint;
+  Trainer continued(small_model(), longer);
+  ASSERT_EQ(continued.load_checkpoint(dir.path()), 5);
+  const TrainResult got = quiet_run(continued);
+  ASSERT_EQ(got.iterations.size(), 9u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got.iterations[i].lr, want.iterations[i + 5].lr) << "iteration " << i + 6;
+    EXPECT_EQ(got.iterations[i].loss, want.iterations[i + 5].loss) << "iteration " << i + 6;
+  }
+  // The command line's: the 14-iteration cosine from where the checkpoint's count of samples stands.
+  longer.checkpoint.schedule_on_resume = ScheduleOnResume::from_flags;
+  Trainer overridden(small_model(), longer);
+  ASSERT_EQ(overridden.load_checkpoint(dir.path()), 5);
+  Trainer reference(small_model(), short_run("", 14));
+  EXPECT_EQ(overridden.scheduler().config().lr_decay_steps, reference.scheduler().config().lr_decay_steps);
+  EXPECT_EQ(overridden.scheduler().current_lr(), reference.scheduler().lr(5 * 4));
+  EXPECT_NE(overridden.scheduler().current_lr(), continued.scheduler().lr(5 * 4));
+}
+
 TEST(Checkpoint, BadCheckpointsAreClearErrors) {
   test::TempDir dir;
   Trainer saved(small_model(), short_run(dir.path()));
@@ -208,7 +242,8 @@ TEST(Checkpoint, UseCheckpointArgsTakesTheModelFromTheCheckpoint) {
   quiet_run(saved);
   const std::vector<std::string> args = {"--mock-data", "--micro-batch-size", "2", "--global-batch-size", "4",
                                          "--seq-length", "32", "--vocab-size", "512", "--lr", "1e-3", "--train-iters", "12",
-                                         "--eval-iters", "0", "--log-interval", "1", "--load", dir.path()};
+                                         "--eval-iters", "0", "--log-interval", "1", "--load", dir.path(),
+                                         "--override-opt_param-scheduler"};
   ::testing::internal::CaptureStdout();
   test::expect_error_mentioning([&] { cmd_train(args); }, "is of another model");
   ::testing::internal::GetCapturedStdout();
