@@ -270,7 +270,6 @@ const std::vector<Rule> kRules = {
     {"--sft-tokenizer-prompt-format", {missing, "supervised fine-tuning on chat data", planned}},
     {"--pretrained-checkpoint", {missing, "fine-tuning from a pretrained checkpoint; --load with --finetune does it for one checkpoint", planned}},
     {"--freeze-all-layers", {missing, "frozen layers for fine-tuning", planned}},
-    {"--exit-duration-in-mins", {missing, "graceful exits", planned}},
     {"--exit-signal*", {missing, "graceful exits", planned}},
     {"--check-for-large-grads", {missing, "gradient and loss-spike checks", planned}},
     {"--check-for-spiky-loss", {missing, "gradient and loss-spike checks", planned}},
@@ -286,7 +285,6 @@ const std::vector<Rule> kRules = {
     {"--moe-combine-bwd-dtype", {missing, "half-width MoE dispatch", planned}},
 
     // Not implemented: no open issue covers them yet.
-    {"--apply-layernorm-1p", {missing, "zero-centred layer-norm weights (1 + w)", out_of_scope}},
     {"--apply-residual-connection-post-layernorm", {missing, "the residual taken after the layer norm (BERT style)", out_of_scope}},
     {"--rotary-percent", {missing, "RoPE on part of each head", out_of_scope}},
     {"--rotary-interleaved", {missing, "interleaved RoPE", out_of_scope}},

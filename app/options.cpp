@@ -29,6 +29,7 @@ const std::vector<OptionSpec> kTable = {
     {"--no-position-embedding", T::flag, "", "no learned position table: what --position-embedding-type rope does anyway (without rope: refused)", "", "train"},
     {"--rotary-base", T::real, "10000", "RoPE base (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--normalization", T::choice, "LayerNorm", "normalization layer", "LayerNorm|RMSNorm", "train"},
+    {"--apply-layernorm-1p", T::flag, "", "zero-centred norm weights: every norm scales by 1 + weight, and the weights start at 0", "", "train"},
     {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--swiglu", T::flag, "", "SwiGLU MLP activation", "", "train"},
     {"--openai-gelu", T::flag, "", "GeLU in its tanh approximation (GPT-2)", "", "train"},
@@ -75,6 +76,7 @@ const std::vector<OptionSpec> kTable = {
     {"--eval-interval", T::integer, "", "iterations between evaluations on the validation split (default: only after training)", "", "train"},
     {"--eval-iters", T::integer, "100", "global batches per evaluation (validation and test); 0 disables evaluation", "", "train"},
     {"--exit-interval", T::integer, "", "stop after an iteration that is a multiple of this (skips the final evaluation)", "", "train"},
+    {"--exit-duration-in-mins", T::real, "", "stop (saving first, with --save) after the first iteration that ends later than this many minutes after start", "", "train"},
     {"--seed", T::integer, "1234", "random seed (train: init, dropout, data shuffle; generate: sampling)", "", "train,generate"},
     {"--calculate-per-token-loss", T::flag, "", "normalise the loss by the tokens of the global batch, not per micro-batch", "", "train"},
     // Data (data and tokenizer args).

@@ -90,6 +90,7 @@ ModelConfig model_config(const Options& o) {
   c.rotary_base = o.real("--rotary-base");
   c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
+  c.layernorm_zero_centered_gamma = o.flag("--apply-layernorm-1p");
   MT_CHECK(!(o.flag("--swiglu") && o.flag("--openai-gelu"))) << "--swiglu and --openai-gelu exclude each other";
   c.activation = o.flag("--swiglu") ? Activation::swiglu : o.flag("--openai-gelu") ? Activation::gelu_tanh
                                                                                     : Activation::gelu;
@@ -169,6 +170,7 @@ TrainConfig train_config(const Options& o) {
   t.eval_interval = optional_integer(o, "--eval-interval");
   t.eval_iters = o.integer("--eval-iters");
   t.exit_interval = optional_integer(o, "--exit-interval");
+  t.exit_duration_in_mins = optional_real(o, "--exit-duration-in-mins");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));
   t.use_tp_pp_dp_mapping = o.flag("--use-tp-pp-dp-mapping");
   t.pipeline.pp = small_positive(o.integer("--pipeline-model-parallel-size"), "--pipeline-model-parallel-size");

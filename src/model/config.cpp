@@ -213,7 +213,8 @@ std::string ModelConfig::summary() const {
   s << "layers " << num_layers << ", hidden " << hidden_size << ", ffn " << ffn_hidden_size << ", heads "
     << num_attention_heads << " (query groups " << num_query_groups << ", head dim " << kv_channels << "), seq "
     << seq_length << ", vocab " << vocab_size << " (padded " << padded_vocab_size() << "), "
-    << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm") << ", "
+    << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm")
+    << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << ", "
     << (activation == Activation::swiglu ? "SwiGLU" : activation == Activation::gelu_tanh ? "GeLU(tanh)" : "GeLU")
     << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions")
     << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied")

@@ -84,6 +84,9 @@ struct ModelConfig {
   double rotary_base = 10000.0;         // --rotary-base
   Normalization normalization = Normalization::layernorm;
   float norm_epsilon = 1e-5f;           // --norm-epsilon
+  // --apply-layernorm-1p (Megatron's layernorm_zero_centered_gamma): every norm scales by 1 + weight,
+  // and its weights start at 0, so weight decay pulls the scale toward 1.
+  bool layernorm_zero_centered_gamma = false;
   Activation activation = Activation::gelu;
   bool add_bias_linear = true;          // --disable-bias-linear clears it
   float hidden_dropout = 0.1f;          // --hidden-dropout

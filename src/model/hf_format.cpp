@@ -139,6 +139,8 @@ ModelConfig mixtral_from_hf(const nlohmann::json& j, const std::string& path) {
 }  // namespace
 
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
+  MT_CHECK(!c.layernorm_zero_centered_gamma)
+      << "a model trained with --apply-layernorm-1p (norms scale by 1 + weight) has no Hugging Face counterpart here";
   if (c.moe.enabled()) {
     const MoeConfig& m = c.moe;
     const bool llama_like = c.normalization == Normalization::rmsnorm &&

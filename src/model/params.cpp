@@ -26,7 +26,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
     specs.push_back({std::move(name), shape, init, shard});
   };
   auto add_norm = [&](const std::string& prefix) {
-    add(prefix + ".weight", {h}, InitKind::ones);
+    add(prefix + ".weight", {h}, c.layernorm_zero_centered_gamma ? InitKind::zeros : InitKind::ones);
     if (layernorm) add(prefix + ".bias", {h}, InitKind::zeros);
     for (size_t i = specs.size() - (layernorm ? 2 : 1); i < specs.size(); ++i) specs[i].sequence_parallel = c.sequence_parallel;
   };

@@ -50,7 +50,7 @@ void check_eps(float eps, const char* op) {
 }  // namespace
 
 void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
-                   const TensorView& weight, const TensorView& bias, float eps) {
+                   const TensorView& weight, const TensorView& bias, float eps, float weight_offset) {
   const char* op = "layernorm_fwd";
   const int64_t rows = check_rows(inp, op), h = inp.dim(-1);
   check_like(out, inp, op, "out");
@@ -60,12 +60,12 @@ void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorVi
   if (!bias.empty()) check_vec(bias, h, op, "bias");
   check_eps(eps, op);
   check_same_device({out, mean, rstd, inp, weight, bias}, op);
-  MT_ROUTE(inp.device, op, layernorm_fwd(out, mean, rstd, inp, weight, bias, eps));
+  MT_ROUTE(inp.device, op, layernorm_fwd(out, mean, rstd, inp, weight, bias, eps, weight_offset));
 }
 
 void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                    const TensorView& dout, const TensorView& inp, const TensorView& weight, const TensorView& mean,
-                   const TensorView& rstd) {
+                   const TensorView& rstd, float weight_offset) {
   const char* op = "layernorm_bwd";
   const int64_t rows = check_rows(inp, op), h = inp.dim(-1);
   check_like(dinp, inp, op, "dinp");
@@ -76,11 +76,11 @@ void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tens
   check_stat(mean, rows, op, "mean");
   check_stat(rstd, rows, op, "rstd");
   check_same_device({dinp, dweight, dbias, dout, inp, weight, mean, rstd}, op);
-  MT_ROUTE(inp.device, op, layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd));
+  MT_ROUTE(inp.device, op, layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, weight_offset));
 }
 
 void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
-                 float eps) {
+                 float eps, float weight_offset) {
   const char* op = "rmsnorm_fwd";
   const int64_t rows = check_rows(inp, op), h = inp.dim(-1);
   check_like(out, inp, op, "out");
@@ -88,11 +88,11 @@ void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView
   check_vec(weight, h, op, "weight");
   check_eps(eps, op);
   check_same_device({out, rstd, inp, weight}, op);
-  MT_ROUTE(inp.device, op, rmsnorm_fwd(out, rstd, inp, weight, eps));
+  MT_ROUTE(inp.device, op, rmsnorm_fwd(out, rstd, inp, weight, eps, weight_offset));
 }
 
 void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
-                 const TensorView& weight, const TensorView& rstd) {
+                 const TensorView& weight, const TensorView& rstd, float weight_offset) {
   const char* op = "rmsnorm_bwd";
   const int64_t rows = check_rows(inp, op), h = inp.dim(-1);
   check_like(dinp, inp, op, "dinp");
@@ -101,7 +101,7 @@ void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tensor
   check_vec(dweight, h, op, "dweight");
   check_stat(rstd, rows, op, "rstd");
   check_same_device({dinp, dweight, dout, inp, weight, rstd}, op);
-  MT_ROUTE(inp.device, op, rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd));
+  MT_ROUTE(inp.device, op, rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, weight_offset));
 }
 
 }  // namespace mt

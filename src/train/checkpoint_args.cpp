@@ -24,6 +24,7 @@ nlohmann::json model_signature(const ModelConfig& c) {
           {"untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights},
           {"vocab_size", c.vocab_size}};
   if (c.moe.enabled()) j["moe"] = moe_signature(c.moe);
+  if (c.layernorm_zero_centered_gamma) j["layernorm_zero_centered_gamma"] = true;  // absent: as before
   return j;
 }
 
@@ -116,6 +117,7 @@ void apply_model_record(const nlohmann::json& m, const std::string& where, Model
     c.untie_embeddings_and_output_weights = m.at("untie_embeddings_and_output_weights").get<bool>();
     c.vocab_size = m.at("vocab_size").get<int64_t>();
     if (m.contains("norm_epsilon")) c.norm_epsilon = m.at("norm_epsilon").get<float>();
+    c.layernorm_zero_centered_gamma = m.value("layernorm_zero_centered_gamma", false);
     if (m.contains("rotary_base")) c.rotary_base = m.at("rotary_base").get<double>();
     if (m.contains("moe"))
       apply_moe_record(m.at("moe"), m.contains("moe_routing") ? &m.at("moe_routing") : nullptr,

@@ -80,6 +80,9 @@ struct TrainConfig {
   std::optional<int64_t> eval_interval;   // --eval-interval; unset: evaluate only after training
   int64_t eval_iters = 100;               // --eval-iters; 0 disables evaluation
   std::optional<int64_t> exit_interval;   // --exit-interval
+  // --exit-duration-in-mins: save (with --save) and stop after the first iteration that ends later
+  // than this many minutes after the trainer was built, on every rank at the same iteration.
+  std::optional<double> exit_duration_in_mins;
   uint64_t seed = 1234;                   // --seed (init, dropout, data shuffle)
 
   // --calculate-per-token-loss: the global batch's gradient is Σ token-loss gradients / Σ tokens

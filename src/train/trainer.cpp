@@ -402,6 +402,12 @@ void Trainer::save_logged(const LogFn& log) {
       seconds + " s)");
 }
 
+bool Trainer::out_of_time() const {
+  double minutes = ms_since(built_) / 60000.0;
+  groups_.world->all_reduce(TensorView(&minutes, DType::f64, {1}), ReduceOp::max);
+  return minutes > *config_.exit_duration_in_mins;
+}
+
 TrainResult Trainer::run(const LogFn& log) {
   TrainResult result;
   const std::array<int64_t, 3> sizes = config_.dataset_sizes();
@@ -467,7 +473,8 @@ TrainResult Trainer::run(const LogFn& log) {
       interval_eval_ms += ms_since(eval_start);
     }
     // training.py::checkpoint_and_decide_exit: a save every --save-interval, and one on exit.
-    const bool exiting = config_.exit_after(st.iteration);
+    const bool timed_out = config_.exit_duration_in_mins && out_of_time();
+    const bool exiting = config_.exit_after(st.iteration) || timed_out;
     if (!save.empty() && ((interval_save && st.iteration % interval_save == 0) || exiting)) {
       const auto save_start = Clock::now();
       save_logged(log);
@@ -475,7 +482,8 @@ TrainResult Trainer::run(const LogFn& log) {
     }
     if (exiting) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
-      log(format_datetime_line("exiting program at iteration " + std::to_string(st.iteration)));
+      log(format_datetime_line(timed_out ? "exiting program after " + std::to_string(ms_since(built_) / 60000.0) + " minutes"
+                                         : "exiting program at iteration " + std::to_string(st.iteration)));
       for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();
       result.exited = true;
       return result;

@@ -28,6 +28,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -147,6 +148,9 @@ class Trainer {
   CommTotals comm_totals(CommGroup group) const;
 
  private:
+  // --exit-duration-in-mins: whether any rank has run longer than it (a MAX over the world, so
+  // that every rank stops after the same iteration).
+  bool out_of_time() const;
   // load_checkpoint's schedule check (see there).
   void resume_schedule(const CheckpointManifest& saved, const std::string& dir);
   // Sums over the data-parallel group (every rank gets the total).
@@ -187,6 +191,7 @@ class Trainer {
   std::vector<DataParallelSync*> all_syncs_;
   const std::vector<DataParallelSync*>& all_syncs() const { return all_syncs_; }
   std::unique_ptr<OptimizerParamScheduler> scheduler_;
+  std::chrono::steady_clock::time_point built_ = std::chrono::steady_clock::now();  // --exit-duration-in-mins
   std::optional<LossScaler> scaler_;
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)
   PretrainingSampler train_sampler_;

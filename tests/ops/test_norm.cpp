@@ -202,6 +202,45 @@ TEST(LayerNorm, BackwardIsBitwiseDeterministicAcrossThreadCounts) {
 }
 #endif
 
+// --apply-layernorm-1p: the norm with weight_offset 1 is the norm with weight 1 + w (fp64
+// reference), and its gradients are those of that norm, dweight included, bit for bit.
+TEST(Norm, WeightOffsetIsTheNormOfOnePlusTheWeight) {
+  const int64_t n = 9, h = 37;
+  for (bool rms : {false, true}) {
+    SCOPED_TRACE(rms ? "RMSNorm" : "LayerNorm");
+    HostTensor inp = randn({n, h}, 61), w = randn({h}, 62), bias = randn({h}, 63), dout = randn({n, h}, 64);
+    HostTensor one_plus_w = zeros({h});
+    for (int64_t c = 0; c < h; ++c) one_plus_w.f32()[c] = w.f32()[c] + 1.0f;
+    HostTensor* b = rms ? nullptr : &bias;
+    const TensorView bv = rms ? TensorView() : bias.view();
+    HostTensor out = zeros({n, h}), mean = zeros({n}), rstd = zeros({n}), want = zeros({n, h});
+    HostTensor want_mean = zeros({n}), want_rstd = zeros({n});
+    if (rms) {
+      rmsnorm_fwd(out.view(), rstd.view(), inp.view(), w.view(), kEps, 1.0f);
+      rmsnorm_fwd(want.view(), want_rstd.view(), inp.view(), one_plus_w.view(), kEps);
+    } else {
+      layernorm_fwd(out.view(), mean.view(), rstd.view(), inp.view(), w.view(), bv, kEps, 1.0f);
+      layernorm_fwd(want.view(), want_mean.view(), want_rstd.view(), inp.view(), one_plus_w.view(), bv, kEps);
+    }
+    expect_close(out.f32(), norm_forward_ref(inp, one_plus_w, b, rms).out, 2e-5, 1e-5, "out");
+    EXPECT_EQ(out.bytes, want.bytes);
+    HostTensor dinp = zeros({n, h}), dw = zeros({h}), db = zeros({h});
+    HostTensor want_dinp = zeros({n, h}), want_dw = zeros({h}), want_db = zeros({h});
+    if (rms) {
+      rmsnorm_bwd(dinp.view(), dw.view(), dout.view(), inp.view(), w.view(), rstd.view(), 1.0f);
+      rmsnorm_bwd(want_dinp.view(), want_dw.view(), dout.view(), inp.view(), one_plus_w.view(), rstd.view());
+    } else {
+      layernorm_bwd(dinp.view(), dw.view(), db.view(), dout.view(), inp.view(), w.view(), mean.view(), rstd.view(),
+                    1.0f);
+      layernorm_bwd(want_dinp.view(), want_dw.view(), want_db.view(), dout.view(), inp.view(), one_plus_w.view(),
+                    mean.view(), rstd.view());
+    }
+    EXPECT_EQ(dinp.bytes, want_dinp.bytes);
+    EXPECT_EQ(dw.bytes, want_dw.bytes);
+    EXPECT_EQ(db.bytes, want_db.bytes);
+  }
+}
+
 TEST(Norm, BadShapesThrow) {
   HostTensor inp = randn({4, 8}, 1), weight = randn({8}, 2), out = zeros({4, 8}), mean = zeros({4}), rstd = zeros({4});
   HostTensor bad_weight = randn({7}, 3), bad_out = zeros({4, 9}), bad_stat = zeros({5});

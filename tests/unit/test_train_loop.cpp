@@ -322,6 +322,44 @@ TEST(TrainLoop, ExitIntervalStopsWithoutTheFinalEvaluation) {
   EXPECT_EQ(out.find("after training is done"), std::string::npos);
 }
 
+// --exit-duration-in-mins: a limit already passed when the first iteration ends stops the run
+// there, as Megatron stops before the scheduler's limit; a far limit changes nothing.
+TEST(TrainLoop, ExitDurationStopsAfterTheIterationThatPassesIt) {
+  TrainConfig t = tiny_train(2, 2, 4);
+  t.exit_duration_in_mins = 1e-9;
+  Trainer trainer(tiny_model(), t);
+  std::string out;
+  const TrainResult r = trainer.run([&](const std::string& line) { out += line + "\n"; });
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.iterations.size(), 1u);
+  EXPECT_NE(out.find("[exiting program after "), std::string::npos) << out;
+  t.exit_duration_in_mins = 60;
+  Trainer patient(tiny_model(), t);
+  EXPECT_FALSE(patient.run([](const std::string&) {}).exited);
+  t.exit_duration_in_mins = 0;
+  EXPECT_THROW(Trainer(tiny_model(), t), Error);
+}
+
+// --apply-layernorm-1p starts its norm weights at 0 and scales by 1 + w: the same function as
+// the plain model's weights of 1, so the first step's loss and gradients are the plain model's bit
+// for bit, and later steps stay within rounding (1 + w and w round differently).
+TEST(TrainLoop, ZeroCenteredNormsTrainAsThePlainModel) {
+  for (Normalization norm : {Normalization::layernorm, Normalization::rmsnorm}) {
+    ModelConfig plain = tiny_model();
+    plain.normalization = norm;
+    ModelConfig centred = plain;
+    centred.layernorm_zero_centered_gamma = true;
+    Trainer a(plain, tiny_train(2, 2, 6)), b(centred, tiny_train(2, 2, 6));
+    EXPECT_EQ(b.model().params().get("decoder.final_layernorm.weight").value.f32()[0], 0.0f);
+    const IterationStats first_a = a.train_step(), first_b = b.train_step();
+    EXPECT_EQ(first_a.loss, first_b.loss);
+    EXPECT_EQ(flat(a, true), flat(b, true));
+    const TrainResult ra = a.run([](const std::string&) {}), rb = b.run([](const std::string&) {});
+    for (size_t i = 0; i < ra.iterations.size(); ++i)
+      EXPECT_NEAR(ra.iterations[i].loss, rb.iterations[i].loss, 1e-5 * ra.iterations[i].loss);
+  }
+}
+
 TEST(TrainLoop, SampleBasedRunDropsThePartialLastBatch) {
   TrainConfig t = tiny_train(2, 4, 0);
   t.train_iters.reset();
@@ -357,12 +395,16 @@ TEST(TrainLoop, NanLossIsFatalWithAClearMessage) {
   }
 }
 
-TEST(TrainLoop, RejectsDataThatDoesNotFitTheRun) {
+TEST(TrainLoop, RejectsDataThatDoesNotFitTheRunAndSkipsMissingSplits) {
   const ModelConfig m = tiny_model();
   TrainConfig t = tiny_train(2, 2, 3);
   TrainData data = mock_data(m, t);
   t.eval_iters = 1;
-  EXPECT_THROW(Trainer(m, t, data).iteration(), Error);  // evaluation without valid/test data
+  {
+    // No valid or test data: evaluation is skipped, as Megatron skips an empty split.
+    Trainer no_splits(m, t, data);
+    EXPECT_TRUE(no_splits.run([](const std::string&) {}).evaluations.empty());
+  }
   ModelConfig longer = m;
   longer.seq_length = 32;
   t.eval_iters = 0;

@@ -17,12 +17,12 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   // Changing the option table must change this list: flags are part of the user interface.
   const std::vector<std::string> expected = {
       "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
-      "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
+      "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps", "--apply-layernorm-1p",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--ckpt-step",
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
       "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
-      "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
+      "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
       "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
       "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory", "--loss-scale",

@@ -44,7 +44,7 @@ void norm_param_grads(float* dweight, float* dbias, const float* dout, const flo
 }  // namespace
 
 void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
-                   const TensorView& weight, const TensorView& bias, float eps) {
+                   const TensorView& weight, const TensorView& bias, float eps, float weight_offset) {
   const int64_t h = inp.dim(-1), rows = h ? inp.numel() / h : 0;
   const float* x_all = inp.f32();
   const float* w = weight.f32();
@@ -74,17 +74,17 @@ void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorVi
     rstd_out[r] = rs;
     if (b) {
 #pragma omp simd
-      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c], b[c]);
+      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c] + weight_offset, b[c]);
     } else {
 #pragma omp simd
-      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c]);
+      for (int64_t c = 0; c < h; ++c) y[c] = layernorm_out(x[c], m, rs, w[c] + weight_offset);
     }
   }
 }
 
 void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                    const TensorView& dout, const TensorView& inp, const TensorView& weight, const TensorView& mean,
-                   const TensorView& rstd) {
+                   const TensorView& rstd, float weight_offset) {
   const int64_t h = inp.dim(-1), rows = h ? inp.numel() / h : 0;
   const float* x_all = inp.f32();
   const float* dy_all = dout.f32();
@@ -106,18 +106,19 @@ void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tens
     float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
     for (int64_t c = 0; c < h; ++c) {
-      const float g = dy[c] * w[c];
+      const float g = dy[c] * (w[c] + weight_offset);
       sum_g += g;
       sum_gx += g * norm_xhat(x[c], m, rs);
     }
     const float mean_g = sum_g * inv_h, mean_gx = sum_gx * inv_h;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) dx[c] += layernorm_dinp(x[c], dy[c], w[c], m, rs, mean_g, mean_gx);
+    for (int64_t c = 0; c < h; ++c)
+      dx[c] += layernorm_dinp(x[c], dy[c], w[c] + weight_offset, m, rs, mean_g, mean_gx);
   }
 }
 
 void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
-                 float eps) {
+                 float eps, float weight_offset) {
   const int64_t h = inp.dim(-1), rows = h ? inp.numel() / h : 0;
   const float* x_all = inp.f32();
   const float* w = weight.f32();
@@ -134,12 +135,12 @@ void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView
     const float rs = norm_rstd(sq, inv_h, eps);
     rstd_out[r] = rs;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) y[c] = rmsnorm_out(x[c], rs, w[c]);
+    for (int64_t c = 0; c < h; ++c) y[c] = rmsnorm_out(x[c], rs, w[c] + weight_offset);
   }
 }
 
 void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
-                 const TensorView& weight, const TensorView& rstd) {
+                 const TensorView& weight, const TensorView& rstd, float weight_offset) {
   const int64_t h = inp.dim(-1), rows = h ? inp.numel() / h : 0;
   const float* x_all = inp.f32();
   const float* dy_all = dout.f32();
@@ -157,10 +158,10 @@ void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const Tensor
     const float rs = rstd_in[r];
     float sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_gx)
-    for (int64_t c = 0; c < h; ++c) sum_gx += rmsnorm_gx(x[c], dy[c], w[c], rs);
+    for (int64_t c = 0; c < h; ++c) sum_gx += rmsnorm_gx(x[c], dy[c], w[c] + weight_offset, rs);
     const float mean_gx = sum_gx * inv_h;
 #pragma omp simd
-    for (int64_t c = 0; c < h; ++c) dx[c] += rmsnorm_dinp(x[c], dy[c], w[c], rs, mean_gx);
+    for (int64_t c = 0; c < h; ++c) dx[c] += rmsnorm_dinp(x[c], dy[c], w[c] + weight_offset, rs, mean_gx);
   }
 }
 

@@ -50,14 +50,14 @@ void linear_bwd(const TensorView& dinp, const TensorView& dweight, const TensorV
 
 // norm
 void layernorm_fwd(const TensorView& out, const TensorView& mean, const TensorView& rstd, const TensorView& inp,
-                   const TensorView& weight, const TensorView& bias, float eps);
+                   const TensorView& weight, const TensorView& bias, float eps, float weight_offset);
 void layernorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
                    const TensorView& dout, const TensorView& inp, const TensorView& weight, const TensorView& mean,
-                   const TensorView& rstd);
+                   const TensorView& rstd, float weight_offset);
 void rmsnorm_fwd(const TensorView& out, const TensorView& rstd, const TensorView& inp, const TensorView& weight,
-                 float eps);
+                 float eps, float weight_offset);
 void rmsnorm_bwd(const TensorView& dinp, const TensorView& dweight, const TensorView& dout, const TensorView& inp,
-                 const TensorView& weight, const TensorView& rstd);
+                 const TensorView& weight, const TensorView& rstd, float weight_offset);
 
 // embedding
 void embedding_fwd(const TensorView& out, const TensorView& tokens, const TensorView& positions,

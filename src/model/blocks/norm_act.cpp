@@ -5,21 +5,26 @@
 
 namespace mt {
 
+namespace {
+// --apply-layernorm-1p: the kernels scale by weight + 1.
+float weight_offset(const ModelConfig& c) { return c.layernorm_zero_centered_gamma ? 1.0f : 0.0f; }
+}  // namespace
+
 void norm_fwd(const ModelConfig& c, const TensorView& out, const TensorView& mean, const TensorView& rstd,
               const TensorView& inp, const TensorView& weight, const TensorView& bias) {
   if (c.normalization == Normalization::layernorm)
-    layernorm_fwd(out, mean, rstd, inp, weight, bias, c.norm_epsilon);
+    layernorm_fwd(out, mean, rstd, inp, weight, bias, c.norm_epsilon, weight_offset(c));
   else
-    rmsnorm_fwd(out, rstd, inp, weight, c.norm_epsilon);
+    rmsnorm_fwd(out, rstd, inp, weight, c.norm_epsilon, weight_offset(c));
 }
 
 void norm_bwd(const ModelConfig& c, const TensorView& dinp, const TensorView& dweight, const TensorView& dbias,
               const TensorView& dout, const TensorView& inp, const TensorView& weight, const TensorView& mean,
               const TensorView& rstd) {
   if (c.normalization == Normalization::layernorm)
-    layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+    layernorm_bwd(dinp, dweight, dbias, dout, inp, weight, mean, rstd, weight_offset(c));
   else
-    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd);
+    rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, weight_offset(c));
 }
 
 void mlp_activation_fwd(const ModelConfig& c, const TensorView& out, const TensorView& inp) {
