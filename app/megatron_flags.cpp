@@ -372,8 +372,6 @@ const std::vector<Rule> kRules = {
     {"--load-main-params-from-ckpt", {missing, "loading fp32 main parameters from a checkpoint", out_of_scope}},
     {"--override-ckpt-iteration", {missing, "overriding a checkpoint's iteration", out_of_scope}},
     {"--pipeline-model-parallel-layout", {missing, "an explicit pipeline layout string", out_of_scope}},
-    {"--decoupled-lr", {missing, "a separate learning rate for the embedding and output layer", out_of_scope}},
-    {"--decoupled-min-lr", {missing, "a separate learning rate for the embedding and output layer", out_of_scope}},
     {"--head-lr-mult", {missing, "a separate learning rate for the output layer", out_of_scope}},
     {"--rampup-batch-size", {missing, "batch-size ramp-up", out_of_scope}},
     {"--step-batch-size-schedule", {missing, "batch-size ramp-up", out_of_scope}},

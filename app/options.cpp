@@ -101,6 +101,8 @@ const std::vector<OptionSpec> kTable = {
     {"--eod-mask-loss", T::flag, "", "no loss on tokens that follow an end-of-document token", "", "train"},
     // Learning rate and weight decay (SchedulerConfig; optimizer_param_scheduler.py).
     {"--lr", T::real, "", "peak learning rate (required)", "", "train"},
+    {"--decoupled-lr", T::real, "", "peak learning rate of the word embedding and the output layer (default --lr), on the same schedule", "", "train"},
+    {"--decoupled-min-lr", T::real, "", "final learning rate of the word embedding and the output layer (default --min-lr)", "", "train"},
     {"--min-lr", T::real, "0.0", "learning rate floor of the decay", "", "train"},
     {"--lr-decay-style", T::choice, "linear", "learning-rate decay after warmup", "constant|linear|cosine|inverse-square-root|WSD", "train"},
     {"--lr-decay-iters", T::integer, "", "iterations to decay over (default --train-iters)", "", "train"},

@@ -214,6 +214,8 @@ TrainConfig train_config(const Options& o) {
   t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
   t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
+  t.decoupled_lr = optional_real(o, "--decoupled-lr");
+  t.decoupled_min_lr = optional_real(o, "--decoupled-min-lr");
   t.loss_scale.bf16 = o.flag("--bf16");
   t.loss_scale.fp16 = o.flag("--fp16");
   t.loss_scale.loss_scale = optional_real(o, "--loss-scale");

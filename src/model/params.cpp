@@ -17,6 +17,10 @@ bool is_decayed(const ParamSpec& spec) {
 
 }  // namespace
 
+bool is_embedding_or_output(const Param& p) {
+  return p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
+}
+
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range) {
   const int64_t h = c.hidden_size, v = c.padded_vocab_size();
   const bool layernorm = c.normalization == Normalization::layernorm;

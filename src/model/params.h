@@ -83,6 +83,11 @@ std::vector<ParamSpec> param_subset(const std::vector<ParamSpec>& specs, ParamSe
 // ParamStore allocates, and what plan/ counts.
 DdpBufferLayout param_buffer_layout(const std::vector<ParamSpec>& specs, const DdpConfig& ddp, const ShardRanks& ranks);
 
+struct Param;
+// The word embedding (either stage's copy) or the output layer: Megatron's
+// is_embedding_or_output_parameter, which --decoupled-lr applies to.
+bool is_embedding_or_output(const Param& p);
+
 struct Param {
   std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
   TensorView value;

@@ -131,7 +131,8 @@ TensorView AdamW::value_of(const Segment& s) const {
 // scaled ones, then one fused AdamW pass that unscales, clips, updates and writes the 16-bit copy.
 // The result is bit for bit that of the separate per-tensor passes (see AdamWParams::grad_unscale
 // and unscaled_sum_squares); the gradients are left as they came.
-AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale) {
+AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
+                              std::optional<float> embedding_or_output_lr) {
   StepResult result;
   const float unscale = 1.0f / loss_scale;
   norm_grads_.clear();
@@ -170,13 +171,19 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
   hp.grad_unscale = unscale;
   hp.grad_clip = clip;
   update_.clear();
+  decoupled_update_.clear();
   for (const Segment& s : segments_) {
     const TensorView value = value_of(s);
     // f32 parameters are their own master copy; 16-bit ones receive the updated master's rounding.
-    update_.push_back({s.main.empty() ? value : s.main, grad_of(s), s.m, s.v, s.main.empty() ? TensorView() : value,
-                       s.param->weight_decay ? weight_decay : 0.0f});
+    (embedding_or_output_lr && is_embedding_or_output(*s.param) ? decoupled_update_ : update_)
+        .push_back({s.main.empty() ? value : s.main, grad_of(s), s.m, s.v, s.main.empty() ? TensorView() : value,
+                    s.param->weight_decay ? weight_decay : 0.0f});
   }
   adamw_update_multi(update_, hp);
+  if (!decoupled_update_.empty()) {
+    hp.lr = *embedding_or_output_lr;
+    adamw_update_multi(decoupled_update_, hp);
+  }
   return result;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/arena.h"
@@ -80,7 +81,9 @@ class AdamW {
   // into the 16-bit model parameters. Two passes over the gradients (norm; fused unscale + clip +
   // update + copy), each one multi-tensor launch, bit for bit the separate passes' result; the
   // gradients are only read.
-  StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f);
+  // embedding_or_output_lr: the word embedding's and output layer's own rate (--decoupled-lr).
+  StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f,
+                  std::optional<float> embedding_or_output_lr = std::nullopt);
 
   // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
   // parameter's value and gradient views are read at every step (a caller may repoint them).
@@ -118,7 +121,7 @@ class AdamW {
   std::vector<TensorView> norm_grads_;
   std::vector<double> norm_sums_, norm_scratch_, group_sums_;
   std::vector<size_t> norm_group_of_;  // per entry of norm_grads_
-  std::vector<AdamWTensor> update_;
+  std::vector<AdamWTensor> update_, decoupled_update_;
 };
 
 }  // namespace mt

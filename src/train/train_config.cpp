@@ -59,6 +59,8 @@ void TrainConfig::finalize() {
   MT_CHECK(eval_iters >= 0) << "--eval-iters must be >= 0 (got " << eval_iters << "); 0 disables evaluation";
   MT_CHECK(!exit_interval || *exit_interval > 0) << "--exit-interval must be > 0 (got " << exit_interval.value_or(0)
                                                  << ")";
+  MT_CHECK(!decoupled_min_lr || decoupled_lr) << "--decoupled-min-lr applies with --decoupled-lr only";
+  MT_CHECK(!decoupled_lr || *decoupled_lr >= 0) << "--decoupled-lr must be >= 0 (got " << decoupled_lr.value_or(0) << ")";
   MT_CHECK(!exit_duration_in_mins || *exit_duration_in_mins > 0)
       << "--exit-duration-in-mins must be > 0 (got " << exit_duration_in_mins.value_or(0) << ")";
 

@@ -95,6 +95,9 @@ struct TrainConfig {
   // Adam's betas and epsilon and --clip-grad. Its lr and weight_decay fields are NOT used: the
   // scheduler below decides both at every step.
   OptimizerConfig optimizer;
+  // --decoupled-lr / --decoupled-min-lr: the word embedding's and the output layer's peak and
+  // final learning rate (Megatron's is_embedding_or_output_parameter group), on the same schedule.
+  std::optional<double> decoupled_lr, decoupled_min_lr;
   // --lr, --min-lr, --lr-*, --weight-decay, --start/end-weight-decay, --weight-decay-incr-style.
   // Its train_iters / train_samples / global_batch_size are overwritten by finalize() from the
   // fields above, so there is one source of truth.

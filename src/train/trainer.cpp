@@ -320,7 +320,12 @@ IterationStats Trainer::train_step() {
   st.lr = scheduler_->lr(step_before);
   st.weight_decay = scheduler_->weight_decay(step_before);
   const float scale = loss_scale();
-  const AdamW::StepResult step = optimizer_->step(config_.optimizer, st.lr, st.weight_decay, scale);
+  std::optional<float> embedding_or_output_lr;
+  if (config_.decoupled_lr)
+    embedding_or_output_lr = scheduler_->lr(step_before, *config_.decoupled_lr,
+                                            config_.decoupled_min_lr.value_or(scheduler_->config().min_lr));
+  const AdamW::StepResult step =
+      optimizer_->step(config_.optimizer, st.lr, st.weight_decay, scale, embedding_or_output_lr);
   // An overflow under loss scaling skips the update and backs the scale off (Megatron's
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.
   st.skipped = step.found_inf && scaler_.has_value();

@@ -360,6 +360,31 @@ TEST(TrainLoop, ZeroCenteredNormsTrainAsThePlainModel) {
   }
 }
 
+// --decoupled-lr: the word embedding (tied: also the output layer) steps at its own rate on the
+// same schedule; every other parameter at --lr. After one step each is bit for bit what a run at
+// that rate alone gives (the first step's gradients do not depend on the rates).
+TEST(TrainLoop, DecoupledLrMovesTheEmbeddingAtItsOwnRate) {
+  const ModelConfig m = tiny_model();
+  TrainConfig decoupled = tiny_train(2, 2, 4), at_lr = decoupled, at_decoupled = decoupled;
+  decoupled.decoupled_lr = 5e-3;
+  at_decoupled.schedule.lr = 5e-3;
+  Trainer a(m, decoupled), b(m, at_lr), c(m, at_decoupled);
+  a.train_step();
+  b.train_step();
+  c.train_step();
+  int embeddings = 0;
+  for (const Param& p : a.model().params().params()) {
+    Trainer& same = is_embedding_or_output(p) ? c : b;
+    embeddings += is_embedding_or_output(p);
+    const Param& q = same.model().params().get(p.name);
+    EXPECT_EQ(std::memcmp(p.value.data, q.value.data, p.value.bytes()), 0) << p.name;
+  }
+  EXPECT_EQ(embeddings, 1);
+  decoupled.decoupled_lr.reset();
+  decoupled.decoupled_min_lr = 1e-4;
+  EXPECT_THROW(Trainer(m, decoupled), Error);
+}
+
 TEST(TrainLoop, SampleBasedRunDropsThePartialLastBatch) {
   TrainConfig t = tiny_train(2, 4, 0);
   t.train_iters.reset();

@@ -20,7 +20,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps", "--apply-layernorm-1p",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--ckpt-step",
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
-      "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+      "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
       "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
       "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
       "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
