@@ -86,7 +86,7 @@ const std::vector<OptionSpec> kTable = {
     {"--valid-data-path", T::list, "", "the validation split's own prefixes", "", "train"},
     {"--test-data-path", T::list, "", "the test split's own prefixes", "", "train"},
     {"--data-cache-path", T::text, "", "directory for the dataset index cache (default: PREFIX/cache/GPTDataset_indices, as Megatron)", "", "train"},
-    {"--tokenizer-type", T::choice, "", "tokenizer (NullTokenizer is the default with --vocab-size)",
+    {"--tokenizer-type", T::choice, "", "tokenizer (default: GPT2BPETokenizer when --vocab-file and --merge-file are given, as Megatron's scripts expect; else NullTokenizer with --vocab-size)",
      "BertWordPieceLowerCase|BertWordPieceCase|GPT2BPETokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
      "HuggingFaceTokenizer|Llama2Tokenizer|TikTokenizer|MultimodalTokenizer|NullTokenizer|NullMultimodalTokenizer|SFTTokenizer",
      "train,preprocess,generate,serve"},

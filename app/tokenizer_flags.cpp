@@ -11,6 +11,8 @@ TokenizerOptions tokenizer_options(const Options& o) {
   TokenizerOptions t;
   if (o.has("--tokenizer-type")) {
     t.type = o.text("--tokenizer-type");
+  } else if (o.has("--vocab-file") && o.has("--merge-file")) {
+    t.type = "GPT2BPETokenizer";  // Megatron's scripts pass GPT-2's files alone: its parser's old default
   } else {
     MT_CHECK(o.has("--vocab-size")) << "pass --tokenizer-type (e.g. GPT2BPETokenizer with --vocab-file and "
                                     << "--merge-file) or --vocab-size V for the NullTokenizer";

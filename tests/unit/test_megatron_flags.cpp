@@ -8,6 +8,7 @@
 
 #include "app/megatron_flags.h"
 #include "app/options.h"
+#include "app/tokenizer_flags.h"
 #include "base/error.h"
 #include "testing.h"
 
@@ -86,6 +87,14 @@ TEST(MegatronFlags, TyposAreUnknownWithTheNearestName) {
 TEST(MegatronFlags, AttentionBackendTakesMegatronsValues) {
   for (const char* v : {"flash", "fused", "auto", "unfused", "local"})
     EXPECT_EQ(error_of({"--attention-backend", v}), "") << v;
+}
+
+// Megatron's scripts name GPT-2's vocabulary and merges without --tokenizer-type.
+TEST(MegatronFlags, GptFilesAloneMeanTheGpt2Tokenizer) {
+  EXPECT_EQ(tokenizer_options(parse_options("train", {"--vocab-file", "v.json", "--merge-file", "m.txt"})).type,
+            "GPT2BPETokenizer");
+  EXPECT_EQ(tokenizer_options(parse_options("train", {"--vocab-size", "64"})).type, "NullTokenizer");
+  EXPECT_THROW(tokenizer_options(parse_options("train", {"--vocab-file", "v.json"})), Error);
 }
 
 TEST(MegatronFlags, DocumentListsEveryFlagAsTheBinaryDoes) {
