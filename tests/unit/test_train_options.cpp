@@ -43,11 +43,11 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",
       "--overlap-param-gather", "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config",
       "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
-      "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--save",
+      "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base", "--rotary-interleaved", "--rotary-percent", "--save",
       "--save-interval", "--seed", "--seq-length", "--sequence-parallel", "--split", "--start-weight-decay",
       "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type",
       "--train-data-path", "--train-iters", "--train-samples", "--untie-embeddings-and-output-weights",
-      "--use-checkpoint-args", "--use-distributed-optimizer", "--use-tp-pp-dp-mapping", "--valid-data-path",
+      "--use-checkpoint-args", "--use-distributed-optimizer", "--use-rotary-position-embeddings", "--use-tp-pp-dp-mapping", "--valid-data-path",
       "--vocab-extra-ids", "--vocab-file", "--vocab-size", "--weight-decay", "--weight-decay-incr-style",
   };
 
