@@ -286,14 +286,11 @@ const std::vector<Rule> kRules = {
 
     // Not implemented: no open issue covers them yet.
     {"--apply-residual-connection-post-layernorm", {missing, "the residual taken after the layer norm (BERT style)", out_of_scope}},
-    {"--rotary-percent", {missing, "RoPE on part of each head", out_of_scope}},
-    {"--rotary-interleaved", {missing, "interleaved RoPE", out_of_scope}},
     {"--rotary-seq-len-interpolation-factor", {missing, "RoPE position interpolation", out_of_scope}},
     {"--use-rope-scaling", {missing, "Llama 3.1 RoPE scaling", out_of_scope}},
     {"--rope-scaling-factor", {missing, "Llama 3.1 RoPE scaling", out_of_scope}},
     {"--no-rope-freq", {missing, "layers without RoPE (Llama 4)", out_of_scope}},
     {"--mrope-section", {missing, "multimodal RoPE", out_of_scope}},
-    {"--use-rotary-position-embeddings", {missing, "the removed spelling of --position-embedding-type rope", out_of_scope}},
     {"--squared-relu", {missing, "the squared-ReLU activation", out_of_scope}},
     {"--quick-geglu", {missing, "the quick-GeGLU activation", out_of_scope}},
     {"--glu-linear-offset", {missing, "an offset GLU (gpt-oss)", out_of_scope}},

@@ -81,13 +81,18 @@ ModelConfig model_config(const Options& o) {
   if (o.has("--kv-channels")) c.kv_channels = o.integer("--kv-channels");
   c.seq_length = o.integer("--seq-length");
   if (o.has("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
-  c.position_embedding_type =
-      o.text("--position-embedding-type") == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
+  // --use-rotary-position-embeddings is Megatron's old spelling of rope (validate_args sets it, whatever
+  // --position-embedding-type says).
+  c.position_embedding_type = o.text("--position-embedding-type") == "rope" || o.flag("--use-rotary-position-embeddings")
+                                  ? PositionEmbedding::rope
+                                  : PositionEmbedding::learned_absolute;
   // Megatron's Llama scripts pass --no-position-embedding beside rope, where it changes nothing.
   if (o.flag("--no-position-embedding") && c.position_embedding_type != PositionEmbedding::rope)
     MT_FAIL() << "--no-position-embedding without --position-embedding-type rope is not implemented in megatron.cpp: "
               << "a model without position embeddings (NoPE)";
   c.rotary_base = o.real("--rotary-base");
+  c.rotary_percent = o.real("--rotary-percent");
+  c.rotary_interleaved = o.flag("--rotary-interleaved");
   c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
   c.layernorm_zero_centered_gamma = o.flag("--apply-layernorm-1p");

@@ -10,6 +10,13 @@
 
 namespace mt {
 
+// How RoPE pairs the rotated elements of a head row (--rotary-interleaved). With r = 2·cos.dim(1)
+// rotated elements (the first r of the row; the rest pass through unrotated) and pair c < r/2
+// turned by angle[p, c]:
+//   rotate_half: elements (c, c + r/2), Megatron's default _rotate_half (Llama, GPT-NeoX);
+//   interleaved: elements (2c, 2c + 1), Megatron's rotary_interleaved (RoFormer, GPT-J).
+enum class RopeForm { rotate_half, interleaved };
+
 struct AttentionOptions {
   float scale = 1.0f;        // usually 1/√d
   float dropout_p = 0.0f;    // attention dropout on the probabilities

@@ -95,15 +95,15 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
       v_cache_.push_back(a.alloc(DType::f32, {options.slots, g, max_len_, d}));
     }
     if (config_.position_embedding_type == PositionEmbedding::rope) {
-      rope_cos_ = a.alloc(DType::f32, {config_.max_position_embeddings, d / 2});
-      rope_sin_ = a.alloc(DType::f32, {config_.max_position_embeddings, d / 2});
+      rope_cos_ = a.alloc(DType::f32, {config_.max_position_embeddings, config_.rope_table_width()});
+      rope_sin_ = a.alloc(DType::f32, {config_.max_position_embeddings, config_.rope_table_width()});
     }
   };
   Arena measure_cache(MemCategory::activations), measure_step(MemCategory::workspace);
   carve_persistent(measure_cache);
   cache_arena_ = std::make_unique<Arena>(backend, MemCategory::activations, measure_cache.used(), tracker);
   carve_persistent(*cache_arena_);
-  if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base);
+  if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base, config_.rotary_dim());
   carve(measure_step, options.max_step_tokens, options.max_step_tokens);
   workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, measure_step.used(), tracker);
   // A step's inputs are written, and its logits read, in host memory, then copied (device-clean).

@@ -71,7 +71,7 @@ class InferenceEngine {
   std::unique_ptr<Arena> cache_arena_;  // the KV cache and the RoPE tables
   std::unique_ptr<Arena> workspace_;    // one step's buffers, carved anew each step
   std::vector<TensorView> k_cache_, v_cache_;  // per layer, f32 [slots, g/t, max_len, d]
-  TensorView rope_cos_, rope_sin_;             // [max_position_embeddings, d/2] (RoPE)
+  TensorView rope_cos_, rope_sin_;             // [max_position_embeddings, ceil(rotary_dim/2)] (RoPE)
   // Host mirrors of one step (max_step_tokens entries): inputs, the token row of each logit row,
   // and (off the CPU) the logits [R, padded vocabulary] handed back.
   std::vector<int32_t> host_tokens_, host_positions_, host_slots_;

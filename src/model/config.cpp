@@ -47,11 +47,19 @@ void ModelConfig::finalize() {
   MT_CHECK(!sequence_parallel || seq_length % tp == 0)
       << "--sequence-parallel splits the sequence over the tensor-parallel ranks: --seq-length " << seq_length
       << " is not divisible by --tensor-model-parallel-size " << tp;
+  MT_CHECK(rotary_percent > 0.0 && rotary_percent <= 1.0)
+      << "--rotary-percent must be in (0, 1], got " << rotary_percent;
   if (position_embedding_type == PositionEmbedding::learned_absolute) {
     MT_CHECK(seq_length <= max_position_embeddings)
         << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings;
   } else {
-    MT_CHECK(kv_channels % 2 == 0) << "RoPE needs an even head dimension, got --kv-channels " << kv_channels;
+    const int64_t r = rotary_dim();
+    MT_CHECK(r >= 1) << "--rotary-percent " << rotary_percent << " of head dimension " << kv_channels
+                     << " rotates no element (int(" << kv_channels << " x " << rotary_percent << ") = 0)";
+    // Below 1.0 the rotated width is at most d − 1, so its pairs (ceil(r/2) of them) always fit.
+    MT_CHECK(2 * rope_table_width() <= kv_channels)
+        << "RoPE needs an even head dimension, got --kv-channels " << kv_channels
+        << " (or rotate part of each head with --rotary-percent)";
     MT_CHECK(seq_length <= max_position_embeddings)
         << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings
         << " (the RoPE tables cover that many positions)";
@@ -216,8 +224,11 @@ std::string ModelConfig::summary() const {
     << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm")
     << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << ", "
     << (activation == Activation::swiglu ? "SwiGLU" : activation == Activation::gelu_tanh ? "GeLU(tanh)" : "GeLU")
-    << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions")
-    << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied")
+    << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions");
+  if (position_embedding_type == PositionEmbedding::rope && rotary_percent < 1.0)
+    s << " on " << rotary_dim() << " of " << kv_channels << " head dims (--rotary-percent " << rotary_percent << ")";
+  if (position_embedding_type == PositionEmbedding::rope && rotary_interleaved) s << " interleaved";
+  s << (add_bias_linear ? ", bias" : ", no bias") << (untie_embeddings_and_output_weights ? ", untied" : ", tied")
     << ", " << dtype_name(params_dtype);
   if (moe.enabled()) {
     int64_t layers = 0;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/attention_args.h"
 #include "backend/moe_experts_args.h"
 #include "backend/moe_router_args.h"
 #include "base/dtype.h"
@@ -82,6 +83,10 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;  // --max-position-embeddings; 0 = seq_length
   PositionEmbedding position_embedding_type = PositionEmbedding::learned_absolute;
   double rotary_base = 10000.0;         // --rotary-base
+  // --rotary-percent: RoPE turns the first rotary_dim() elements of each query and key head, the
+  // rest pass through unrotated (Megatron's RotaryEmbedding(kv_channels, rotary_percent)).
+  double rotary_percent = 1.0;
+  bool rotary_interleaved = false;      // --rotary-interleaved: pairs (2i, 2i+1), not (i, i + r/2)
   Normalization normalization = Normalization::layernorm;
   float norm_epsilon = 1e-5f;           // --norm-epsilon
   // --apply-layernorm-1p (Megatron's layernorm_zero_centered_gamma): every norm scales by 1 + weight,
@@ -126,6 +131,13 @@ struct ModelConfig {
   int64_t attention_size() const { return num_attention_heads * kv_channels; }
   int64_t fc1_size() const { return activation == Activation::swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }
   bool has_position_table() const { return position_embedding_type == PositionEmbedding::learned_absolute; }
+  // RoPE's rotated width r: Megatron's int(kv_channels · rotary_percent) below 1.0, the head dim at 1.0.
+  int64_t rotary_dim() const {
+    return rotary_percent < 1.0 ? static_cast<int64_t>(static_cast<double>(kv_channels) * rotary_percent) : kv_channels;
+  }
+  // Columns of the RoPE cos/sin tables: the rotated pairs, ceil(r / 2) (Megatron's arange(0, r, 2)).
+  int64_t rope_table_width() const { return (rotary_dim() + 1) / 2; }
+  RopeForm rope_form() const { return rotary_interleaved ? RopeForm::interleaved : RopeForm::rotate_half; }
   // The shape one tensor-parallel rank computes: heads, query groups and the MLP width divided by
   // tp (the layer code runs on this config); hidden size, head dimension and the rest unchanged.
   ModelConfig tp_local() const;

@@ -108,10 +108,12 @@ ModelConfig llama_from_hf(const nlohmann::json& j, const std::string& path) {
                                 << "\" is not supported (plain RoPE only)";
     c.rotary_base = field<double>(rope, "rope_theta", c.rotary_base, path);
     MT_CHECK(field<double>(rope, "partial_rotary_factor", 1.0, path) == 1.0)
-        << path << ": rope_parameters.partial_rotary_factor is not supported (RoPE over the whole head)";
+        << path << ": rope_parameters.partial_rotary_factor is not supported: LlamaForCausalLM's attention rotates "
+        << "whole heads (a model trained with --rotary-percent has no Llama counterpart)";
   }
   MT_CHECK(field<double>(j, "partial_rotary_factor", 1.0, path) == 1.0)
-      << path << ": partial_rotary_factor is not supported (RoPE over the whole head)";
+      << path << ": partial_rotary_factor is not supported: LlamaForCausalLM's attention rotates whole heads (a "
+      << "model trained with --rotary-percent has no Llama counterpart)";
   const bool attention_bias = field<bool>(j, "attention_bias", false, path);
   MT_CHECK(attention_bias == field<bool>(j, "mlp_bias", false, path))
       << path << ": attention_bias and mlp_bias differ; megatron.cpp has one switch for both (--disable-bias-linear)";
@@ -138,6 +140,26 @@ ModelConfig mixtral_from_hf(const nlohmann::json& j, const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Llama's and Mixtral's attention (transformers' apply_rotary_pos_emb) rotates every element of
+// each head in the rotate-half form: cos/sin as wide as the head, no pass-through. Its config's
+// partial_rotary_factor narrows only the tables, which that attention then cannot broadcast, and
+// it has no interleaved form; so neither setting has a counterpart.
+void check_hf_rope(const ModelConfig& c, const char* architecture) {
+  MT_CHECK(c.rotary_percent == 1.0)
+      << "this model was trained with --rotary-percent " << c.rotary_percent << " (RoPE on " << c.rotary_dim() << " of "
+      << c.kv_channels << " head dims), which " << architecture
+      << " cannot express: its attention rotates whole heads (its partial_rotary_factor is not applied by "
+         "LlamaAttention); export supports --rotary-percent 1.0 only";
+  MT_CHECK(!c.rotary_interleaved)
+      << "this model was trained with --rotary-interleaved (RoPE on the pairs (2i, 2i+1)), which " << architecture
+      << " cannot express: its attention rotates the pairs (i, i + d/2) (rotate_half); export supports models "
+         "trained without --rotary-interleaved only";
+}
+
+}  // namespace
+
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
   MT_CHECK(!c.layernorm_zero_centered_gamma)
       << "a model trained with --apply-layernorm-1p (norms scale by 1 + weight) has no Hugging Face counterpart here";
@@ -153,6 +175,7 @@ HfArchitecture hf_architecture_of(const ModelConfig& c) {
         << "this mixture-of-experts model has no Hugging Face counterpart here: export supports "
            "MixtralForCausalLM (RMSNorm, RoPE, SwiGLU experts in every layer, no shared expert, no biases, softmax "
            "over the chosen experts without scaling, groups, expert bias or capacity)";
+    check_hf_rope(c, "MixtralForCausalLM");
     return HfArchitecture::mixtral;
   }
   if (c.normalization == Normalization::layernorm && c.position_embedding_type == PositionEmbedding::learned_absolute &&
@@ -167,8 +190,10 @@ HfArchitecture hf_architecture_of(const ModelConfig& c) {
     return HfArchitecture::gpt2;
   }
   if (c.normalization == Normalization::rmsnorm && c.position_embedding_type == PositionEmbedding::rope &&
-      c.activation == Activation::swiglu)
+      c.activation == Activation::swiglu) {
+    check_hf_rope(c, "LlamaForCausalLM");
     return HfArchitecture::llama;
+  }
   MT_FAIL() << "a model with " << describe(c) << " has no Hugging Face counterpart here: export supports "
             << "GPT2LMHeadModel (LayerNorm, learned positions, GeLU) and LlamaForCausalLM (RMSNorm, RoPE, SwiGLU)";
 }

@@ -5,6 +5,8 @@
 //                     its Conv1D weights are stored [in, out].
 //   LlamaForCausalLM: RMSNorm, RoPE (HF's rotate-half form, which Megatron uses too, so no
 //                     permutation of q and k), SwiGLU, grouped-query attention, optional biases.
+//                     Its attention rotates whole heads: models trained with --rotary-percent
+//                     below 1 or --rotary-interleaved are refused, naming the flag.
 //   MixtralForCausalLM: Llama's attention with every MLP a dropless top-k mixture of SwiGLU
 //                     experts, softmax over the chosen k; Megatron's stacked experts.linear_fc1
 //                     [E, 2f, h] is each expert's w1 (gate) then w3 (up), linear_fc2 [E, h, f] its w2.

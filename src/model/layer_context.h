@@ -39,7 +39,7 @@ struct KvCacheStep {
 struct LayerContext {
   const ModelConfig* config = nullptr;  // what one tp rank computes (ModelConfig::tp_local())
   LayerShape shape;
-  TensorView rope_cos, rope_sin;  // [max_pos, d/2] or empty
+  TensorView rope_cos, rope_sin;  // [max_pos, ceil(rotary_dim/2)] or empty (config->rope_form() pairs them)
   TensorView positions;           // i32 [b, s] RoPE positions (--reset-position-ids), or empty: sequence index
   TensorView key_start;           // i32 [b, s] document starts (--reset-attention-mask), or empty: causal
   uint64_t seed = 0;              // dropout seed

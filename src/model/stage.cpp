@@ -67,7 +67,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   carve_stage_buffers(geometry, values_, *activations_, *workspace_, buf_);
   activations_->zero_used();
   workspace_->zero_used();
-  if (!buf_.rope_cos.empty()) rope_tables(buf_.rope_cos, buf_.rope_sin, config_.rotary_base);
+  if (!buf_.rope_cos.empty()) rope_tables(buf_.rope_cos, buf_.rope_sin, config_.rotary_base, config_.rotary_dim());
   for (auto* v : {&mask_sb_, &host_dlosses_, &host_losses_}) v->resize(static_cast<size_t>(s_ * b_));
   moe_stats_.resize(static_cast<size_t>(range_.num_layers()));
   for (int64_t i = range_.first_layer; i < range_.last_layer; ++i)

@@ -98,8 +98,8 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   }
   out.dx = ws.alloc(DType::f32, {Nl, h});
   if (config.position_embedding_type == PositionEmbedding::rope) {
-    out.rope_cos = ws.alloc(DType::f32, {config.max_position_embeddings, config.kv_channels / 2});
-    out.rope_sin = ws.alloc(DType::f32, {config.max_position_embeddings, config.kv_channels / 2});
+    out.rope_cos = ws.alloc(DType::f32, {config.max_position_embeddings, config.rope_table_width()});
+    out.rope_sin = ws.alloc(DType::f32, {config.max_position_embeddings, config.rope_table_width()});
   }
   if (dtype == DType::f32) return;
   if (!weights.layers.empty()) {

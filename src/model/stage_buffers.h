@@ -54,7 +54,7 @@ struct StageBuffers {
   LayerScratch scratch;
   HeadScratch head_scratch;
   TensorView dx;                   // [Nl, h] running residual gradient
-  TensorView rope_cos, rope_sin;   // [max_pos, d/2] (RoPE only)
+  TensorView rope_cos, rope_sin;   // [max_pos, ceil(rotary_dim/2)] (RoPE only)
   // The forward-only path: its inputs, one layer's transient activations (f32) and its layers'
   // inputs/outputs (ping-pong), laid over the backward-only scratch.
   StageInputs transient_in;

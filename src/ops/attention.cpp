@@ -54,19 +54,25 @@ void check_options(const char* op, const AttentionOptions& o, const Heads& h) {
       << total;
 }
 
-// cos/sin: both empty (no RoPE) or both f32 [P, d/2] with P >= s.  Returns whether RoPE applies.
+// cos/sin: both empty (no RoPE) or both f32 [P, R] with P >= s and 1 <= R <= d/2 (R pairs rotated, the
+// rest of the head passed through).  Returns whether RoPE applies.
 bool check_rope(const char* op, const TensorView& cos, const TensorView& sin, int64_t s, int64_t d) {
   MT_CHECK(cos.empty() == sin.empty()) << op << ": give both cos and sin tables or neither";
   if (cos.empty()) return false;
-  MT_CHECK(d % 2 == 0) << op << ": RoPE needs an even head dim, got " << d;
-  MT_CHECK(cos.ndim() == 2 && cos.dim(1) == d / 2)
-      << op << ": cos " << cos.str() << " must be [positions, " << d / 2 << "] for head dim " << d;
+  MT_CHECK(cos.ndim() == 2 && cos.dim(1) >= 1 && 2 * cos.dim(1) <= d)
+      << op << ": cos " << cos.str() << " must be [positions, R] with 1 <= R <= " << d / 2 << " rotated pairs for head dim "
+      << d << " (R = ceil(rotary dim / 2); check --rotary-percent)";
   MT_CHECK(cos.dim(0) >= s) << op << ": RoPE tables cover " << cos.dim(0) << " positions, sequence has " << s
                             << "; build them with at least --max-position-embeddings rows";
   check_shape(sin, cos.shape, op, "sin");
   check_dtype(cos, DType::f32, op, "cos");
   check_dtype(sin, DType::f32, op, "sin");
   return true;
+}
+
+void check_rope_form(const char* op, RopeForm form) {
+  MT_CHECK(form == RopeForm::rotate_half || form == RopeForm::interleaved)
+      << op << ": unknown RoPE form " << static_cast<int>(form);
 }
 
 // positions: empty, or i32 [b, s] (its values are checked by the backend, which can read them).
@@ -98,39 +104,45 @@ size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, in
   MT_ROUTE(device, "attention_workspace_floats", attention_workspace_floats(b, n, s, d, threads));
 }
 
-void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
+void rope_tables(const TensorView& cos, const TensorView& sin, double base, int64_t rotary_dim) {
   const char* op = "rope_tables";
-  MT_CHECK(cos.ndim() == 2 && cos.dim(1) >= 1) << op << ": cos " << cos.str() << " must be [positions, d/2]";
+  MT_CHECK(cos.ndim() == 2 && cos.dim(1) >= 1) << op << ": cos " << cos.str() << " must be [positions, R]";
   check_shape(sin, cos.shape, op, "sin");
   check_dtype(cos, DType::f32, op, "cos");
   check_dtype(sin, DType::f32, op, "sin");
   MT_CHECK(base > 0.0 && std::isfinite(base)) << op << ": base " << base << " must be positive; check --rotary-base";
+  if (rotary_dim == 0) rotary_dim = 2 * cos.dim(1);
+  MT_CHECK(rotary_dim >= 1 && (rotary_dim + 1) / 2 == cos.dim(1))
+      << op << ": rotary dim " << rotary_dim << " needs " << (rotary_dim + 1) / 2 << " table columns (ceil(r/2)), cos has "
+      << cos.dim(1);
   check_same_device({cos, sin}, op);
-  MT_ROUTE(cos.device, op, rope_tables(cos, sin, base));
+  MT_ROUTE(cos.device, op, rope_tables(cos, sin, base, rotary_dim));
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const char* op = "qkv_split_rope_fwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
   check_shape(qkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "qkv");
   check_dtype(qkv, DType::f32, op, "qkv");
   check_rope(op, cos, sin, h.s, h.d);
+  check_rope_form(op, form);
   check_positions(op, positions, h);
   check_same_device({q, k, v, qkv, cos, sin, positions}, op);
-  MT_ROUTE(qkv.device, op, qkv_split_rope_fwd(q, k, v, qkv, cos, sin, positions));
+  MT_ROUTE(qkv.device, op, qkv_split_rope_fwd(q, k, v, qkv, cos, sin, positions, form));
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const char* op = "qkv_split_rope_bwd";
   const Heads h = check_heads(op, dq, dk, dv, "dq", "dk", "dv");
   check_shape(dqkv, {h.s, h.b, (h.n + 2 * h.g) * h.d}, op, "dqkv");
   check_dtype(dqkv, DType::f32, op, "dqkv");
   check_rope(op, cos, sin, h.s, h.d);
+  check_rope_form(op, form);
   check_positions(op, positions, h);
   check_same_device({dqkv, dq, dk, dv, cos, sin, positions}, op);
-  MT_ROUTE(dqkv.device, op, qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin, positions));
+  MT_ROUTE(dqkv.device, op, qkv_split_rope_bwd(dqkv, dq, dk, dv, cos, sin, positions, form));
 }
 
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,

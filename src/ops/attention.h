@@ -9,26 +9,34 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/attention_args.h"  // AttentionOptions (scale, dropout and its rng indices, key_start)
+#include "backend/attention_args.h"  // AttentionOptions (scale, dropout and its rng indices, key_start), RopeForm
 #include "tensor/tensor.h"
 
 namespace mt {
 
-// RoPE tables for positions 0..P−1: inv_freq[i] = base^(−2i/d), angle = p·inv_freq[i];
-// cos[P, d/2], sin[P, d/2] (f32).  Computed once at setup.
-void rope_tables(const TensorView& cos, const TensorView& sin, double base);
+// RoPE tables for positions 0..P−1: inv_freq[i] = base^(−2i/r) for i < cos.dim(1), angle =
+// p·inv_freq[i]; cos[P, R], sin[P, R] (f32) with R = ceil(r/2) rotated pairs.  r is Megatron's
+// rotary dim (RotaryEmbedding's dim: int(kv_channels·rotary_percent), or the head dim d at 1.0);
+// rotary_dim = 0 means r = 2R.  Computed once at setup.
+void rope_tables(const TensorView& cos, const TensorView& sin, double base, int64_t rotary_dim = 0);
 
-// Splits the fused qkv into q, k, v; when cos/sin are not empty applies RoPE (Megatron's
-// non-interleaved rotate-half form: for i < d/2, x' [i] = x[i]·c − x[i + d/2]·s and
-// x'[i + d/2] = x[i + d/2]·c + x[i]·s, with c, s = cos/sin[p, i]) to q and k.  The position p of
+// Splits the fused qkv into q, k, v; when cos/sin are not empty applies RoPE to q and k: the
+// first 2R elements of each head row (R = cos.dim(1), 2R <= d) are rotated pairwise, pair c < R
+// being elements (a, b) = (c, c + R) (RopeForm::rotate_half, Megatron's default _rotate_half) or
+// (2c, 2c + 1) (RopeForm::interleaved, --rotary-interleaved):
+//   x'[a] = x[a]·cs − x[b]·sn,  x'[b] = x[b]·cs + x[a]·sn,  cs, sn = cos/sin[p, c];
+// elements 2R .. d − 1 are copied unrotated (--rotary-percent below 1).  The position p of
 // token i of sequence j is positions[j, i] when `positions` (i32 [b, s], each in [0, P) for the
 // tables' P rows; --reset-position-ids) is given, else the sequence index i.  Without tables
-// `positions` is ignored (no rotation).  A position out of range throws mt::Error naming it.
+// `positions` and `form` are ignored (no rotation).  A position out of range throws mt::Error naming it.
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView());
-// Accumulates dqkv from dq, dk, dv (inverse rotation, by the same positions, when cos/sin are not empty).
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView(),
+                        RopeForm form = RopeForm::rotate_half);
+// Accumulates dqkv from dq, dk, dv (inverse rotation of the same pairs, by the same positions, when
+// cos/sin are not empty; the unrotated elements are added as they are).
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView());
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions = TensorView(),
+                        RopeForm form = RopeForm::rotate_half);
 
 // Memory-lean path (online softmax, FlashAttention-style): keeps no [s, s] tensor.
 // out[s, b, n·d]; saves lse[b, n, s] (log-sum-exp of each scaled, masked score row).

@@ -83,6 +83,8 @@ nlohmann::json model_record(const ModelConfig& c) {
   nlohmann::json r = model_signature(c);
   r["norm_epsilon"] = c.norm_epsilon;
   r["rotary_base"] = c.rotary_base;
+  r["rotary_percent"] = c.rotary_percent;
+  r["rotary_interleaved"] = c.rotary_interleaved;
   if (c.moe.enabled()) r["moe_routing"] = moe_routing(c.moe);
   return r;
 }
@@ -119,6 +121,10 @@ void apply_model_record(const nlohmann::json& m, const std::string& where, Model
     if (m.contains("norm_epsilon")) c.norm_epsilon = m.at("norm_epsilon").get<float>();
     c.layernorm_zero_centered_gamma = m.value("layernorm_zero_centered_gamma", false);
     if (m.contains("rotary_base")) c.rotary_base = m.at("rotary_base").get<double>();
+    // Checkpoints written before --rotary-percent and --rotary-interleaved existed rotated whole heads
+    // in the rotate-half form.
+    c.rotary_percent = m.contains("rotary_percent") ? m.at("rotary_percent").get<double>() : 1.0;
+    c.rotary_interleaved = m.contains("rotary_interleaved") && m.at("rotary_interleaved").get<bool>();
     if (m.contains("moe"))
       apply_moe_record(m.at("moe"), m.contains("moe_routing") ? &m.at("moe_routing") : nullptr,
                        c.moe);  // the rest of c.moe (losses, dispatcher, ...) stays the command line's

@@ -15,10 +15,13 @@ namespace mt {
 // checkpoint loads only into a model with the same signature.
 nlohmann::json model_signature(const ModelConfig& c);
 // What a checkpoint records of its model: the signature plus settings that change the function
-// but not the tensors (norm epsilon, RoPE base), which --use-checkpoint-args also takes.
+// but not the tensors (norm epsilon, RoPE base, rotary percent and form), which
+// --use-checkpoint-args also takes.
 nlohmann::json model_record(const ModelConfig& c);
-// c's architecture replaced by `record` (a model_record; the settings only where recorded, as
-// checkpoints of version 1 may lack them). mt::Error naming `where` when a field is missing.
+// c's architecture replaced by `record` (a model_record; the norm epsilon and RoPE base only where
+// recorded, as checkpoints of version 1 may lack them; a record without the rotary percent and
+// form gives Megatron's defaults, 1.0 and rotate-half, which every such checkpoint was trained
+// with). mt::Error naming `where` when a field is missing.
 void apply_model_record(const nlohmann::json& record, const std::string& where, ModelConfig& c);
 
 // The checkpoint under `root` ("latest", or `step`), whose manifest is returned; its directory

@@ -1,11 +1,12 @@
 // Device cases of ops/attention.h against the CPU backend: RoPE tables, the QKV split with and
-// without RoPE (and with positions), the lean (flash) and probs attention forward and backward
-// (causal, GQA/MQA, dropout with tensor-parallel head offsets, document key starts, head dims and
-// sequence lengths off the tile sizes, s = 1), the backward's run-to-run determinism, and the KV
-// cache write and decoding attention.
+// without RoPE (and with positions, part of each head rotated, interleaved pairs), the lean
+// (flash) and probs attention forward and backward (causal, GQA/MQA, dropout with tensor-parallel
+// head offsets, document key starts, head dims and sequence lengths off the tile sizes, s = 1),
+// the backward's run-to-run determinism, and the KV cache write and decoding attention.
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,9 +35,10 @@ std::string name_of(const Heads& h) {
          std::to_string(h.s) + " d" + std::to_string(h.d);
 }
 
-HostTensor rope_cos_sin(int64_t positions, int64_t half, bool sin_table) {
+// Tables of `half` columns for rotary dim r (0: 2·half).
+HostTensor rope_cos_sin(int64_t positions, int64_t half, bool sin_table, int64_t r = 0) {
   HostTensor c = zeros({positions, half}), s = zeros({positions, half});
-  rope_tables(c.view(), s.view(), 10000.0);
+  rope_tables(c.view(), s.view(), 10000.0, r);
   return sin_table ? s : c;
 }
 
@@ -57,12 +59,13 @@ HostTensor doc_key_starts(int64_t b, int64_t s, const std::vector<int64_t>& star
 
 TEST(DeviceAttention, RopeTables) {
   for (const double base : {10000.0, 500000.0})
-    for (const auto& [positions, half] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {37, 24}, {300, 64}}) {
+    for (const auto& [positions, half, r] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 0}, {37, 24, 0}, {300, 64, 0}, {37, 3, 5}, {50, 8, 16}}) {
       DeviceCase dev;
       HostTensor c = zeros({positions, half}), s = zeros({positions, half});
-      rope_tables(c.view(), s.view(), base);
+      rope_tables(c.view(), s.view(), base, r);  // r: --rotary-percent's rotary dim (5: odd)
       const TensorView dc = dev.poisoned(DType::f32, {positions, half}), ds = dev.poisoned(DType::f32, {positions, half});
-      rope_tables(dc, ds, base);
+      rope_tables(dc, ds, base, r);
       // Double-precision angles rounded once; libm and CUDA's double sin/cos may differ in the last bit.
       dev.expect_matches(dc, c, 1e-6, 0, "rope cos");
       dev.expect_matches(ds, s, 1e-6, 0, "rope sin");
@@ -72,21 +75,30 @@ TEST(DeviceAttention, RopeTables) {
 struct SplitCase {
   Heads h;
   bool rope, positions;
+  int64_t rotary_dim = 0;  // 0: the whole head; else --rotary-percent's int(d · percent)
+  bool interleaved = false;
 };
 
 TEST(DeviceAttention, QkvSplitRopeForwardBackward) {
   const std::vector<SplitCase> cases = {
       {{2, 4, 2, 13, 10}, false, false}, {{2, 4, 2, 13, 10}, true, false}, {{3, 6, 3, 9, 16}, true, true},
-      {{1, 4, 1, 5, 7}, false, false},   {{1, 8, 1, 33, 64}, true, true},  {{1, 1, 1, 1, 2}, true, false}};
+      {{1, 4, 1, 5, 7}, false, false},   {{1, 8, 1, 33, 64}, true, true},  {{1, 1, 1, 1, 2}, true, false},
+      // --rotary-percent and --rotary-interleaved: part of each head rotated (odd rotary dims too).
+      {{2, 4, 2, 13, 10}, true, false, 5, false}, {{2, 4, 2, 13, 10}, true, true, 5, true},
+      {{3, 6, 3, 9, 16}, true, false, 16, true},  {{1, 8, 1, 33, 64}, true, true, 32, false},
+      {{1, 4, 1, 5, 7}, true, false, 3, true}};
   uint64_t seed = 10;
   for (const SplitCase& c : cases) {
-    SCOPED_TRACE(name_of(c.h) + (c.rope ? " rope" : "") + (c.positions ? " positions" : ""));
+    SCOPED_TRACE(name_of(c.h) + (c.rope ? " rope" : "") + (c.positions ? " positions" : "") +
+                 (c.rotary_dim ? " rotary dim " + std::to_string(c.rotary_dim) : "") + (c.interleaved ? " interleaved" : ""));
     const Heads& h = c.h;
     DeviceCase dev;
     const int64_t width = (h.n + 2 * h.g) * h.d, table = h.s + 3;
+    const int64_t half = c.rotary_dim ? (c.rotary_dim + 1) / 2 : h.d / 2;
+    const RopeForm form = c.interleaved ? RopeForm::interleaved : RopeForm::rotate_half;
     HostTensor qkv = randn({h.s, h.b, width}, ++seed);
-    HostTensor cos_t = c.rope ? rope_cos_sin(table, h.d / 2, false) : HostTensor();
-    HostTensor sin_t = c.rope ? rope_cos_sin(table, h.d / 2, true) : HostTensor();
+    HostTensor cos_t = c.rope ? rope_cos_sin(table, half, false, c.rotary_dim) : HostTensor();
+    HostTensor sin_t = c.rope ? rope_cos_sin(table, half, true, c.rotary_dim) : HostTensor();
     HostTensor pos = c.positions ? randint({h.b, h.s}, static_cast<int32_t>(table), ++seed) : HostTensor();
     const TensorView hc = c.rope ? cos_t.view() : TensorView(), hs = c.rope ? sin_t.view() : TensorView();
     const TensorView hp = c.positions ? pos.view() : TensorView();
@@ -96,8 +108,8 @@ TEST(DeviceAttention, QkvSplitRopeForwardBackward) {
     HostTensor q = zeros({h.b, h.n, h.s, h.d}), k = zeros({h.b, h.g, h.s, h.d}), v = zeros({h.b, h.g, h.s, h.d});
     const TensorView dq = dev.poisoned(DType::f32, q.shape), dk = dev.poisoned(DType::f32, k.shape),
                      dv = dev.poisoned(DType::f32, v.shape);
-    qkv_split_rope_fwd(q.view(), k.view(), v.view(), qkv.view(), hc, hs, hp);
-    qkv_split_rope_fwd(dq, dk, dv, dev.upload(qkv), dc, ds, dp);
+    qkv_split_rope_fwd(q.view(), k.view(), v.view(), qkv.view(), hc, hs, hp, form);
+    qkv_split_rope_fwd(dq, dk, dv, dev.upload(qkv), dc, ds, dp, form);
     dev.expect_matches(dq, q, kSplitTol, kSplitTol, "q");
     dev.expect_matches(dk, k, kSplitTol, kSplitTol, "k");
     dev.expect_matches(dv, v, 0, 0, "v (copied)");
@@ -106,8 +118,8 @@ TEST(DeviceAttention, QkvSplitRopeForwardBackward) {
     HostTensor gq = randn(q.shape, ++seed), gk = randn(k.shape, ++seed), gv = randn(v.shape, ++seed);
     HostTensor dqkv = randn(qkv.shape, ++seed);
     const TensorView ddqkv = dev.upload(dqkv);
-    qkv_split_rope_bwd(dqkv.view(), gq.view(), gk.view(), gv.view(), hc, hs, hp);
-    qkv_split_rope_bwd(ddqkv, dev.upload(gq), dev.upload(gk), dev.upload(gv), dc, ds, dp);
+    qkv_split_rope_bwd(dqkv.view(), gq.view(), gk.view(), gv.view(), hc, hs, hp, form);
+    qkv_split_rope_bwd(ddqkv, dev.upload(gq), dev.upload(gk), dev.upload(gv), dc, ds, dp, form);
     dev.expect_matches(ddqkv, dqkv, kSplitTol, kSplitTol, "dqkv");
   }
 }

@@ -295,6 +295,40 @@ std::string edited_fixture(const test::TempDir& dir, const std::string& name,
   return out;
 }
 
+// LlamaForCausalLM rotates whole heads in the rotate-half form: a model trained with
+// --rotary-percent below 1 or --rotary-interleaved has no counterpart and is refused, naming the
+// flag, before anything is written; HF's partial_rotary_factor is refused on import. Resharding
+// (megatron to megatron) keeps both settings.
+TEST(Convert, PartialOrInterleavedRopeHasNoLlamaCounterpart) {
+  test::TempDir dir;
+  const auto refused = [&](const std::string& loader, const std::string& from, const std::string& needle) {
+    const std::string to = dir.file("out");
+    test::expect_error_mentioning([&] { convert(loader, loader == "hf" ? "megatron" : "hf", from, to, 1); }, needle);
+    EXPECT_FALSE(fs::exists(to + "/model.safetensors")) << needle;
+    EXPECT_FALSE(fs::exists(to + "/config.json")) << needle;
+    EXPECT_FALSE(fs::exists(to + "/latest_checkpointed_iteration.txt")) << needle;
+  };
+  ModelConfig partial = llama_style();
+  partial.rotary_percent = 0.5;
+  ModelConfig interleaved = llama_style();
+  interleaved.rotary_interleaved = true;
+  for (const ModelConfig& m : {partial, interleaved}) {
+    const std::string ckpt = dir.file(m.rotary_interleaved ? "interleaved" : "partial");
+    Trainer t(m, short_run(m, ckpt, 1));
+    t.run([](const std::string&) {});
+  }
+  refused("megatron", dir.file("partial"), "--rotary-percent 0.5");
+  refused("megatron", dir.file("interleaved"), "--rotary-interleaved");
+  refused("hf", edited_fixture(dir, "llama", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.5; }),
+          "partial_rotary_factor");
+  // Resharding to tp 2 keeps the settings in the manifest.
+  const std::string resharded = dir.file("partial-tp2");
+  convert("megatron", "megatron", dir.file("partial"), resharded, 2);
+  CheckpointReader reader(resharded, std::nullopt);
+  EXPECT_EQ(reader.manifest().model.at("rotary_percent").get<double>(), 0.5);
+  EXPECT_FALSE(reader.manifest().model.at("rotary_interleaved").get<bool>());
+}
+
 TEST(Convert, UnsupportedModelsAndBadInputsAreRefused) {
   test::TempDir dir;
   const auto refused = [&](const std::string& loader, const std::string& saver, const std::string& from,

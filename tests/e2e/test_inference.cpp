@@ -1,6 +1,7 @@
 // The inference engine (infer/engine.h) against the training model's own forward: every logit of
 // a prefill and of each cached decode step equals the full forward's at that position (fp32,
-// GPT-2 and Llama style), with sequences of different lengths sharing steps; and greedy
+// GPT-2 and Llama style, the latter also with RoPE on part of each head, rotate-half and
+// interleaved), with sequences of different lengths sharing steps; and greedy
 // generation with the cache picks the same tokens as recomputing the whole prefix every step.
 #include <algorithm>
 #include <cmath>
@@ -34,6 +35,20 @@ ModelConfig llama_style() {
   m.activation = Activation::swiglu;
   m.add_bias_linear = false;
   m.untie_embeddings_and_output_weights = true;
+  return m;
+}
+
+// --rotary-percent 0.5: RoPE on the first 8 of each head's 16 elements; and with
+// --rotary-interleaved, on the pairs (2i, 2i+1) of the first 4 (--rotary-percent 0.25).
+ModelConfig llama_partial_rope() {
+  ModelConfig m = llama_style();
+  m.rotary_percent = 0.5;
+  return m;
+}
+ModelConfig llama_interleaved_rope() {
+  ModelConfig m = llama_style();
+  m.rotary_percent = 0.25;
+  m.rotary_interleaved = true;
   return m;
 }
 
@@ -140,7 +155,9 @@ TEST_P(EngineCase, GreedyWithTheCacheEqualsRecomputingThePrefix) {
   EXPECT_EQ(cached, recomputed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Inference, EngineCase, ::testing::Values(&gpt2_style, &llama_style, &moe_style));
+INSTANTIATE_TEST_SUITE_P(Inference, EngineCase,
+                         ::testing::Values(&gpt2_style, &llama_style, &moe_style, &llama_partial_rope,
+                                           &llama_interleaved_rope));
 
 // Five requests through two slots and steps of 8 tokens (prompts prefilled in pieces, requests
 // joining as others finish) give each request what it gets alone.
@@ -307,7 +324,7 @@ TEST(Inference, CancelledRequestsLeaveAndStopTokensEndRequests) {
 
 // What a cap on cache memory divides is what the engine allocates per slot.
 TEST(Inference, KvCacheBytesPerSlotIsWhatTheEngineHolds) {
-  for (ModelConfig c : {gpt2_style(), llama_style()}) {
+  for (ModelConfig c : {gpt2_style(), llama_style(), llama_interleaved_rope()}) {
     c.max_position_embeddings = 24;
     c.finalize();
     for (int64_t slots : {1, 3}) {
@@ -316,7 +333,9 @@ TEST(Inference, KvCacheBytesPerSlotIsWhatTheEngineHolds) {
       o.slots = slots;
       o.max_sequence_length = 20;
       InferenceEngine engine(c, cpu_backend(), &memory, o);
-      const int64_t rope = c.position_embedding_type == PositionEmbedding::rope ? 2 * 24 * c.kv_channels / 2 * 4 : 0;
+      // cos and sin [24 positions, the rotated pairs] in f32: 8 pairs of the 16-wide heads, 2 at 0.25.
+      const int64_t pairs = c.rotary_percent < 1.0 ? 2 : 8;
+      const int64_t rope = c.position_embedding_type == PositionEmbedding::rope ? 2 * 24 * pairs * 4 : 0;
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::activations)), slots * kv_cache_bytes_per_slot(c, 20) + rope);
     }
   }

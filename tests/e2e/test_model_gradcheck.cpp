@@ -11,9 +11,13 @@ namespace {
 
 ModelConfig tiny(bool llama) { return test::tiny_gpt(llama, 9); }
 
-void gradcheck(bool llama, AttentionImpl impl) {
+// rotary_percent / interleaved: RoPE's --rotary-percent and --rotary-interleaved (Llama style).
+void gradcheck(bool llama, AttentionImpl impl, double rotary_percent = 1.0, bool interleaved = false) {
   ModelConfig c = tiny(llama);
   c.attention_impl = impl;
+  c.rotary_percent = rotary_percent;
+  c.rotary_interleaved = interleaved;
+  c.finalize();
   const int64_t b = 2;
   GptModel model(c, b, cpu_backend(), nullptr);
   model.params().init(7);
@@ -72,6 +76,8 @@ void gradcheck(bool llama, AttentionImpl impl) {
 TEST(ModelGradcheck, Gpt2StyleWithDropout) { gradcheck(false, AttentionImpl::flash); }
 TEST(ModelGradcheck, LlamaStyleWithDropout) { gradcheck(true, AttentionImpl::flash); }
 TEST(ModelGradcheck, UnfusedAttentionWithDropout) { gradcheck(true, AttentionImpl::unfused); }
+// Head dim 6 at --rotary-percent 0.5: rotary dim 3, so 2 pairs rotated and 2 elements passed through.
+TEST(ModelGradcheck, PartialInterleavedRope) { gradcheck(true, AttentionImpl::flash, 0.5, true); }
 
 TEST(ModelGradcheck, DropoutRoundChangesMasksAndEvaluationHasNone) {
   ModelConfig c = tiny(false);

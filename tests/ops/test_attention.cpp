@@ -37,26 +37,18 @@ struct Dims {
   int64_t r() const { return n / g; }
 };
 
-// Split of qkv [s, b, g·(r + 2)·d] into q [b, n, s, d], k, v [b, g, s, d], with the rotation
-// x'[c] = x[c]·cos − x[c + d/2]·sin, x'[c + d/2] = x[c + d/2]·cos + x[c]·sin on q and k.
+// Split of qkv [s, b, g·(r + 2)·d] into q [b, n, s, d], k, v [b, g, s, d], with rotate(p, x, y)
+// turning each query and key head row x at table row p into y (values copied).
 struct RefQkv {
   std::vector<double> q, k, v;
 };
 // positions: [b, s] table rows (empty: row = sequence index i).
-RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::vector<double>& cos,
-                      const std::vector<double>& sin, const std::vector<int32_t>& positions = {}) {
+template <typename Rotate>
+RefQkv ref_split(const Dims& m, const std::vector<double>& qkv, const std::vector<int32_t>& positions,
+                 const Rotate& rotate) {
   RefQkv o{std::vector<double>(m.b * m.n * m.s * m.d), std::vector<double>(m.b * m.g * m.s * m.d),
            std::vector<double>(m.b * m.g * m.s * m.d)};
-  const int64_t half = m.d / 2, width = (m.n + 2 * m.g) * m.d;
-  auto rotate = [&](int64_t i, const double* x, double* y) {
-    for (int64_t c = 0; c < m.d; ++c) y[c] = x[c];
-    if (cos.empty()) return;
-    for (int64_t c = 0; c < half; ++c) {
-      const double cs = cos[i * half + c], sn = sin[i * half + c];
-      y[c] = x[c] * cs - x[c + half] * sn;
-      y[c + half] = x[c + half] * cs + x[c] * sn;
-    }
-  };
+  const int64_t width = (m.n + 2 * m.g) * m.d;
   for (int64_t i = 0; i < m.s; ++i)
     for (int64_t j = 0; j < m.b; ++j)
       for (int64_t gi = 0; gi < m.g; ++gi) {
@@ -69,6 +61,56 @@ RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::
         std::copy(vs, vs + m.d, o.v.data() + ((j * m.g + gi) * m.s + i) * m.d);
       }
   return o;
+}
+
+// The whole-head rotation from the tables: x'[c] = x[c]·cos − x[c + d/2]·sin,
+// x'[c + d/2] = x[c + d/2]·cos + x[c]·sin.
+RefQkv ref_split_rope(const Dims& m, const std::vector<double>& qkv, const std::vector<double>& cos,
+                      const std::vector<double>& sin, const std::vector<int32_t>& positions = {}) {
+  const int64_t half = m.d / 2;
+  return ref_split(m, qkv, positions, [&](int64_t i, const double* x, double* y) {
+    for (int64_t c = 0; c < m.d; ++c) y[c] = x[c];
+    if (cos.empty()) return;
+    for (int64_t c = 0; c < half; ++c) {
+      const double cs = cos[i * half + c], sn = sin[i * half + c];
+      y[c] = x[c] * cs - x[c + half] * sn;
+      y[c + half] = x[c + half] * cs + x[c] * sn;
+    }
+  });
+}
+
+// Megatron's RoPE of one head row of width d at position p, in fp64 from its definition
+// (RotaryEmbedding and rope_utils._apply_rotary_pos_emb_bshd): inv_freq = 1 / base^(arange(0, r, 2) / r)
+// for rotary dim r; the angles p·inv_freq laid out as cat(f, f) or, interleaved, each one twice
+// in a row (stack((f, f), -1)); t = x[:rot] with rot that layout's width; t·cos + _rotate_half(t)·sin,
+// _rotate_half being cat(−t2, t1) of t's two halves or, interleaved, (−t[2i+1], t[2i]) at (2i, 2i+1);
+// then x[rot:] unchanged.
+void megatron_rope_row(const double* x, double* y, int64_t d, int64_t p, int64_t r, double base, bool interleaved) {
+  std::vector<double> inv_freq;
+  for (int64_t e = 0; e < r; e += 2) inv_freq.push_back(1.0 / std::pow(base, static_cast<double>(e) / r));
+  const int64_t f = static_cast<int64_t>(inv_freq.size()), rot = 2 * f;
+  ASSERT_LE(rot, d);
+  std::vector<double> emb(rot), rotated(rot);
+  for (int64_t i = 0; i < f; ++i) {
+    const double angle = static_cast<double>(p) * inv_freq[i];
+    if (interleaved) {
+      emb[2 * i] = emb[2 * i + 1] = angle;
+      rotated[2 * i] = -x[2 * i + 1];
+      rotated[2 * i + 1] = x[2 * i];
+    } else {
+      emb[i] = emb[i + f] = angle;
+      rotated[i] = -x[i + f];
+      rotated[i + f] = x[i];
+    }
+  }
+  for (int64_t c = 0; c < d; ++c) y[c] = c < rot ? x[c] * std::cos(emb[c]) + rotated[c] * std::sin(emb[c]) : x[c];
+}
+
+RefQkv ref_split_megatron(const Dims& m, const std::vector<double>& qkv, int64_t r, double base, bool interleaved,
+                          const std::vector<int32_t>& positions = {}) {
+  return ref_split(m, qkv, positions, [&](int64_t p, const double* x, double* y) {
+    megatron_rope_row(x, y, m.d, p, r, base, interleaved);
+  });
 }
 
 struct RefAttention {
@@ -348,13 +390,131 @@ TEST(Rope, RejectsBadShapes) {
   EXPECT_THROW(qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), wide_qkv.view(), f.cv(), f.sv()), Error);
   HostTensor k3 = zeros({m.b, 3, m.s, m.d}), v3 = zeros({m.b, 3, m.s, m.d});  // 4 heads, 3 groups
   EXPECT_THROW(qkv_split_rope_bwd(f.qkv.view(), f.q.view(), k3.view(), v3.view(), {}, {}), Error);
-  // Odd head dim with RoPE.
+  // Odd head dim: 2 rotated pairs fit (the fifth element passes through), 3 do not.
   HostTensor q5 = zeros({1, 2, 4, 5}), k5 = zeros({1, 2, 4, 5}), v5 = zeros({1, 2, 4, 5}),
              qkv5 = zeros({4, 1, 6 * 5}), c5 = zeros({4, 2}), s5 = zeros({4, 2});
-  EXPECT_THROW(qkv_split_rope_fwd(q5.view(), k5.view(), v5.view(), qkv5.view(), c5.view(), s5.view()), Error);
-  HostTensor c3 = zeros({4, 3}), s2 = zeros({4, 2});
+  EXPECT_NO_THROW(qkv_split_rope_fwd(q5.view(), k5.view(), v5.view(), qkv5.view(), c5.view(), s5.view()));
+  HostTensor c3 = zeros({4, 3}), s3 = zeros({4, 3}), s2 = zeros({4, 2});
+  EXPECT_THROW(qkv_split_rope_fwd(q5.view(), k5.view(), v5.view(), qkv5.view(), c3.view(), s3.view()), Error);
+  EXPECT_THROW(qkv_split_rope_bwd(qkv5.view(), q5.view(), k5.view(), v5.view(), c3.view(), s3.view()), Error);
+  EXPECT_THROW(qkv_split_rope_fwd(q5.view(), k5.view(), v5.view(), qkv5.view(), c5.view(), s5.view(), {},
+                                  static_cast<RopeForm>(7)),
+               Error);
   EXPECT_THROW(rope_tables(c3.view(), s2.view(), 10000.0), Error);
   EXPECT_THROW(rope_tables(c5.view(), s5.view(), -1.0), Error);
+  // The rotary dim must need exactly the tables' columns: ceil(r / 2) = 2 for r = 3 or 4.
+  EXPECT_NO_THROW(rope_tables(c5.view(), s5.view(), 10000.0, 3));
+  EXPECT_NO_THROW(rope_tables(c5.view(), s5.view(), 10000.0, 4));
+  EXPECT_THROW(rope_tables(c5.view(), s5.view(), 10000.0, 5), Error);
+  EXPECT_THROW(rope_tables(c5.view(), s5.view(), 10000.0, -2), Error);
+}
+
+// ---- --rotary-percent and --rotary-interleaved ---------------------------------------------
+
+// Tables for Megatron's rotary dim r (int(d · rotary_percent)): ceil(r/2) columns with
+// inv_freq[i] = base^(−2i/r), odd r included (arange(0, r, 2) / r).
+TEST(Rope, TablesForARotaryDimMatchMegatronsInvFreq) {
+  for (const int64_t r : {4, 5, 3, 1, 10}) {
+    SCOPED_TRACE("rotary dim " + std::to_string(r));
+    const int64_t positions = 29, half = (r + 1) / 2;
+    const double base = 10000.0;
+    HostTensor cos = zeros({positions, half}), sin = zeros({positions, half});
+    rope_tables(cos.view(), sin.view(), base, r);
+    std::vector<double> ec, es;
+    for (int64_t p = 0; p < positions; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = p / std::pow(base, static_cast<double>(2 * i) / r);
+        ec.push_back(std::cos(angle));
+        es.push_back(std::sin(angle));
+      }
+    test::expect_close(cos.f32(), ec, 1e-6, 0.0, "cos");
+    test::expect_close(sin.f32(), es, 1e-6, 0.0, "sin");
+  }
+}
+
+struct PartialCase {
+  Dims m;
+  int64_t r;  // Megatron's rotary dim
+  bool interleaved, positions;
+};
+
+std::string name_of(const PartialCase& c) {
+  return "d " + std::to_string(c.m.d) + " rotary dim " + std::to_string(c.r) + (c.interleaved ? " interleaved" : "") +
+         (c.positions ? " positions" : "");
+}
+
+const std::vector<PartialCase> kPartialCases = {
+    {{2, 4, 2, 9, 8}, 4, false, false},   // --rotary-percent 0.5
+    {{2, 4, 2, 9, 8}, 4, true, false},    // 0.5, interleaved
+    {{2, 3, 3, 7, 10}, 5, false, true},   // 0.5 of 10: odd rotary dim, 3 pairs, 4 passed through
+    {{2, 3, 3, 7, 10}, 5, true, false},
+    {{1, 4, 1, 6, 12}, 3, true, true},    // 0.25 of 12
+    {{2, 6, 2, 5, 8}, 8, true, false},    // whole head, interleaved
+    {{2, 6, 2, 5, 8}, 8, false, true},    // whole head, rotate-half: the default
+};
+
+struct PartialFixture : SplitFixture {
+  HostTensor pos;
+  PartialFixture(const PartialCase& c) : SplitFixture(c.m, false, 0) {
+    const int64_t rows = c.m.s + 3;
+    cos = zeros({rows, (c.r + 1) / 2});
+    sin = zeros({rows, (c.r + 1) / 2});
+    rope_tables(cos.view(), sin.view(), 10000.0, c.r);
+    if (c.positions) pos = reset_positions(c.m, {{3, 4}, {1}});
+  }
+  TensorView pv() { return pos.bytes.empty() ? TensorView() : pos.view(); }
+  std::vector<int32_t> ipos() { return pos.bytes.empty() ? std::vector<int32_t>() : to_i32(pos); }
+};
+
+RopeForm form_of(const PartialCase& c) { return c.interleaved ? RopeForm::interleaved : RopeForm::rotate_half; }
+
+TEST(Rope, PartialAndInterleavedMatchMegatronsDefinition) {
+  for (const PartialCase& c : kPartialCases) {
+    SCOPED_TRACE(name_of(c));
+    PartialFixture f(c);
+    qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), f.pv(), form_of(c));
+    const RefQkv ref = ref_split_megatron(c.m, test::to_double(f.qkv), c.r, 10000.0, c.interleaved, f.ipos());
+    test::expect_close(f.q.f32(), ref.q, 1e-5, 1e-5, "q");
+    test::expect_close(f.k.f32(), ref.k, 1e-5, 1e-5, "k");
+    expect_exact(f.v.f32(), ref.v, "v");
+    // The elements past the rotated pairs are copied bit for bit.
+    const int64_t rot = 2 * ((c.r + 1) / 2);
+    int64_t passed = 0, bad = 0;
+    for (int64_t row = 0; row < f.q.numel() / c.m.d; ++row)
+      for (int64_t e = rot; e < c.m.d; ++e, ++passed)
+        bad += static_cast<double>(f.q.f32()[row * c.m.d + e]) != ref.q[row * c.m.d + e];
+    EXPECT_EQ(bad, 0) << "of " << passed << " unrotated query elements";
+    // The other form gives another result: the test tells the two apart.
+    PartialFixture g(c);
+    const RopeForm other = c.interleaved ? RopeForm::rotate_half : RopeForm::interleaved;
+    qkv_split_rope_fwd(g.q.view(), g.k.view(), g.v.view(), g.qkv.view(), g.cv(), g.sv(), g.pv(), other);
+    double diff = 0.0;
+    for (int64_t i = 0; i < f.q.numel(); ++i) diff = std::max(diff, std::fabs(double(f.q.f32()[i]) - g.q.f32()[i]));
+    EXPECT_GT(diff, 1e-2);
+    // The rotation is orthogonal: backward of the forward output gives back qkv (onto dqkv's prior).
+    HostTensor dqkv = randn(f.qkv.shape, 13);
+    const std::vector<double> before = test::to_double(dqkv);
+    qkv_split_rope_bwd(dqkv.view(), f.q.view(), f.k.view(), f.v.view(), f.cv(), f.sv(), f.pv(), form_of(c));
+    test::expect_close(dqkv.f32(), add(before, test::to_double(f.qkv)), 1e-5, 1e-5, "dqkv round trip");
+  }
+}
+
+TEST(Rope, PartialAndInterleavedBackwardMatchesFiniteDifferences) {
+  for (const PartialCase& c : {PartialCase{{2, 4, 2, 6, 10}, 5, false, true}, PartialCase{{2, 4, 2, 6, 10}, 5, true, true},
+                               PartialCase{{1, 2, 1, 5, 8}, 4, true, false}}) {
+    SCOPED_TRACE(name_of(c));
+    PartialFixture f(c);
+    HostTensor wq = randn(f.q.shape, 21), wk = randn(f.k.shape, 22), wv = randn(f.v.shape, 23);
+    auto loss = [&] {
+      qkv_split_rope_fwd(f.q.view(), f.k.view(), f.v.view(), f.qkv.view(), f.cv(), f.sv(), f.pv(), form_of(c));
+      return test::weighted_sum(f.q.f32(), wq.f32(), f.q.numel()) +
+             test::weighted_sum(f.k.f32(), wk.f32(), f.k.numel()) + test::weighted_sum(f.v.f32(), wv.f32(), f.v.numel());
+    };
+    const std::vector<double> fd = test::finite_difference(f.qkv, loss, 1e-2);
+    HostTensor dqkv = zeros(f.qkv.shape);
+    qkv_split_rope_bwd(dqkv.view(), wq.view(), wk.view(), wv.view(), f.cv(), f.sv(), f.pv(), form_of(c));
+    test::expect_close(dqkv.f32(), fd, 1e-3, 1e-3, "dqkv vs finite differences");
+  }
 }
 
 // ---- attention ------------------------------------------------------------------------------

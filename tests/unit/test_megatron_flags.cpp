@@ -66,7 +66,8 @@ TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
   // Megatron's default value of a missing feature changes nothing, so it is accepted.
   EXPECT_EQ(error_of({"--context-parallel-size", "1"}), "");
   EXPECT_NE(error_of({"--context-parallel-size", "2"}).find("context parallelism (planned)"), std::string::npos);
-  EXPECT_EQ(error_of({"--rotary-percent", "1.0"}), "");
+  EXPECT_EQ(error_of({"--rope-scaling-factor", "8.0"}), "");
+  EXPECT_NE(error_of({"--rope-scaling-factor", "4"}).find("Llama 3.1 RoPE scaling"), std::string::npos);
   EXPECT_EQ(error_of({"--optimizer", "adam"}), "");
   EXPECT_NE(error_of({"--optimizer", "sgd"}).find("optimizers other than Adam"), std::string::npos);
   // A value Megatron has but megatron.cpp lacks, for a flag it implements.

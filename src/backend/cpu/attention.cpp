@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -248,8 +249,8 @@ size_t attention_workspace_floats(int64_t b, int64_t n, int64_t s, int64_t d, in
 
 // ---- RoPE and the QKV split ------------------------------------------------------------------
 
-void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
-  const int64_t positions = cos.dim(0), half = cos.dim(1), d = 2 * half;
+void rope_tables(const TensorView& cos, const TensorView& sin, double base, int64_t rotary_dim) {
+  const int64_t positions = cos.dim(0), half = cos.dim(1), d = rotary_dim;
   float* c = cos.f32();
   float* s = sin.f32();
 #pragma omp parallel for schedule(static) if (positions * half >= (int64_t{1} << 16))
@@ -262,11 +263,13 @@ void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const Dims dm(q, k);
   const RopePositions position(positions, cos, dm.s, "qkv_split_rope_fwd");
-  const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
   const bool rope = !cos.empty();
+  // half: the rotated pairs (the tables' columns); elements 2·half .. d − 1 pass through.
+  const int64_t half = rope ? cos.dim(1) : 0, width = (dm.n + 2 * dm.g) * dm.d;
+  const bool interleaved = form == RopeForm::interleaved;
   const float* src_all = qkv.f32();
   float* qp = q.f32();
   float* kp = k.f32();
@@ -284,7 +287,17 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
         std::memcpy(dst, x, dm.d * sizeof(float));
         return;
       }
-      for (int64_t c = 0; c < half; ++c) rope_rotate(x[c], x[c + half], ci[c], si[c], dst[c], dst[c + half]);
+      // Two loops, each with its pairing fixed, so that the rotate-half one vectorises as before.
+      const auto rotate_pairs = [&](auto form_is_interleaved) {
+        for (int64_t c = 0; c < half; ++c) {
+          int64_t a, b;
+          rope_pair(c, half, form_is_interleaved.value, a, b);
+          rope_rotate(x[a], x[b], ci[c], si[c], dst[a], dst[b]);
+        }
+      };
+      if (interleaved) rotate_pairs(std::true_type{});
+      else rotate_pairs(std::false_type{});
+      if (2 * half < dm.d) std::memcpy(dst + 2 * half, x + 2 * half, (dm.d - 2 * half) * sizeof(float));
     };
     for (int64_t gi = 0; gi < dm.g; ++gi) {
       const float* grp = src + gi * (dm.r + 2) * dm.d;
@@ -296,11 +309,12 @@ void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorVi
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const Dims dm(dq, dk);
   const RopePositions position(positions, cos, dm.s, "qkv_split_rope_bwd");
-  const int64_t half = dm.d / 2, width = (dm.n + 2 * dm.g) * dm.d;
   const bool rope = !cos.empty();
+  const int64_t half = rope ? cos.dim(1) : 0, width = (dm.n + 2 * dm.g) * dm.d;
+  const bool interleaved = form == RopeForm::interleaved;
   float* dst_all = dqkv.f32();
   const float* qp = dq.f32();
   const float* kp = dk.f32();
@@ -319,7 +333,16 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
         for (int64_t c = 0; c < dm.d; ++c) dx[c] += dy[c];
         return;
       }
-      for (int64_t c = 0; c < half; ++c) rope_rotate_back_add(dy[c], dy[c + half], ci[c], si[c], dx[c], dx[c + half]);
+      const auto rotate_pairs_back = [&](auto form_is_interleaved) {
+        for (int64_t c = 0; c < half; ++c) {
+          int64_t a, b;
+          rope_pair(c, half, form_is_interleaved.value, a, b);
+          rope_rotate_back_add(dy[a], dy[b], ci[c], si[c], dx[a], dx[b]);
+        }
+      };
+      if (interleaved) rotate_pairs_back(std::true_type{});
+      else rotate_pairs_back(std::false_type{});
+      for (int64_t c = 2 * half; c < dm.d; ++c) dx[c] += dy[c];
     };
     for (int64_t gi = 0; gi < dm.g; ++gi) {
       float* grp = dst + gi * (dm.r + 2) * dm.d;

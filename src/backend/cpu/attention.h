@@ -16,11 +16,11 @@
 
 namespace mt::cpu {
 
-void rope_tables(const TensorView& cos, const TensorView& sin, double base);
+void rope_tables(const TensorView& cos, const TensorView& sin, double base, int64_t rotary_dim);
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions);
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form);
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions);
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form);
 
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options);

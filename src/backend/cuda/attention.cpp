@@ -40,6 +40,11 @@ const int32_t* rope_positions(const TensorView& positions, const TensorView& cos
   return positions.i32();
 }
 
+k::RopeArgs rope_args(const TensorView& cos, const TensorView& sin, const int32_t* positions, RopeForm form) {
+  if (cos.empty()) return {nullptr, nullptr, nullptr, 0, false};
+  return {cos.f32(), sin.f32(), positions, cos.dim(1), form == RopeForm::interleaved};
+}
+
 k::AttentionDropout dropout_of(const AttentionOptions& o, int64_t n) {
   k::AttentionDropout d{};
   d.on = o.dropout_p > 0.0f;
@@ -72,28 +77,24 @@ void check_head_dim(int64_t d, const char* op) {
 
 }  // namespace
 
-void rope_tables(const TensorView& cos, const TensorView& sin, double base) {
-  k::rope_tables(cos.f32(), sin.f32(), cos.dim(0), cos.dim(1), base, stream());
+void rope_tables(const TensorView& cos, const TensorView& sin, double base, int64_t rotary_dim) {
+  k::rope_tables(cos.f32(), sin.f32(), cos.dim(0), cos.dim(1), rotary_dim, base, stream());
   check_launch("rope_tables");
 }
 
 void qkv_split_rope_fwd(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& qkv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const k::AttentionShape sh = shape_of(q, k);
-  const int32_t* pos = rope_positions(positions, cos, sh.s, "qkv_split_rope_fwd");
-  const bool rope = !cos.empty();
-  k::qkv_split_rope_fwd(q.f32(), k.f32(), v.f32(), qkv.f32(), rope ? cos.f32() : nullptr,
-                        rope ? sin.f32() : nullptr, pos, sh, stream());
+  const k::RopeArgs rope = rope_args(cos, sin, rope_positions(positions, cos, sh.s, "qkv_split_rope_fwd"), form);
+  k::qkv_split_rope_fwd(q.f32(), k.f32(), v.f32(), qkv.f32(), rope, sh, stream());
   check_launch("qkv_split_rope_fwd");
 }
 
 void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const TensorView& dk, const TensorView& dv,
-                        const TensorView& cos, const TensorView& sin, const TensorView& positions) {
+                        const TensorView& cos, const TensorView& sin, const TensorView& positions, RopeForm form) {
   const k::AttentionShape sh = shape_of(dq, dk);
-  const int32_t* pos = rope_positions(positions, cos, sh.s, "qkv_split_rope_bwd");
-  const bool rope = !cos.empty();
-  k::qkv_split_rope_bwd(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), rope ? cos.f32() : nullptr,
-                        rope ? sin.f32() : nullptr, pos, sh, stream());
+  const k::RopeArgs rope = rope_args(cos, sin, rope_positions(positions, cos, sh.s, "qkv_split_rope_bwd"), form);
+  k::qkv_split_rope_bwd(dqkv.f32(), dq.f32(), dk.f32(), dv.f32(), rope, sh, stream());
   check_launch("qkv_split_rope_bwd");
 }
 

@@ -15,9 +15,17 @@
 
 namespace mt {
 
-// ---- RoPE (Megatron's rotate-half form) ---------------------------------------------------------
+// ---- RoPE (Megatron's rotate-half and interleaved forms) -----------------------------------------
 
-// (x, y) = elements c and c + d/2 of a head row; (cs, sn) = cos/sin[p, c].
+// The elements (a, b) of a head row that rotated pair c < half turns, where the first 2·half
+// elements are rotated: (c, c + half) in the rotate-half form, (2c, 2c + 1) interleaved
+// (backend/attention_args.h's RopeForm).
+MT_HD inline void rope_pair(int64_t c, int64_t half, bool interleaved, int64_t& a, int64_t& b) {
+  a = interleaved ? 2 * c : c;
+  b = interleaved ? 2 * c + 1 : c + half;
+}
+
+// (x, y) = elements rope_pair(c) of a head row; (cs, sn) = cos/sin[p, c].
 MT_HD inline void rope_rotate(float x, float y, float cs, float sn, float& x_out, float& y_out) {
   x_out = x * cs - y * sn;
   y_out = y * cs + x * sn;

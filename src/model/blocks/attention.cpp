@@ -72,7 +72,8 @@ void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, con
   const ModelConfig& c = *ctx.config;
   column_parallel_linear_fwd(ctx.tp, sc.qkv, inp, w.qkv_weight, w.qkv_bias, sp_gathered);
   ctx.round(sc.qkv);
-  qkv_split_rope_fwd(saved.q, saved.k, saved.v, sbh(ctx, sc.qkv), ctx.rope_cos, ctx.rope_sin, ctx.positions);
+  qkv_split_rope_fwd(saved.q, saved.k, saved.v, sbh(ctx, sc.qkv), ctx.rope_cos, ctx.rope_sin, ctx.positions,
+                     c.rope_form());
   ctx.round(saved.q);
   ctx.round(saved.k);
   const AttentionOptions options = attention_options(ctx);
@@ -111,7 +112,8 @@ void attention_block_bwd(const LayerContext& ctx, const AttentionWeights& w, con
     attention_probs_bwd(sc.dq, sc.dk, sc.dv, sbh(ctx, sc.dcontext), saved.probs, probs_mask(saved, options), saved.q,
                         saved.k, saved.v, options, sc.workspace);
   zero(sc.qkv);
-  qkv_split_rope_bwd(sbh(ctx, sc.qkv), sc.dq, sc.dk, sc.dv, ctx.rope_cos, ctx.rope_sin, ctx.positions);
+  qkv_split_rope_bwd(sbh(ctx, sc.qkv), sc.dq, sc.dk, sc.dv, ctx.rope_cos, ctx.rope_sin, ctx.positions,
+                     c.rope_form());
   ctx.round(sc.qkv);
   column_parallel_linear_bwd(ctx.tp, din, g.qkv_weight, g.qkv_bias, sc.qkv, inp, w.qkv_weight, sp_gathered,
                              sp_partial);

@@ -1,7 +1,8 @@
 // Attention CUDA kernels, plain fp32 and deterministic (no float atomics): the per-element
 // arithmetic is backend/math/attention_math.h's, which the CPU kernels run too; these kernels are
 // only the mapping of threads to elements and tiles.
-//   RoPE tables, QKV split + RoPE: one thread per (row, column pair) in grid-stride loops.
+//   RoPE tables, QKV split + RoPE: one thread per (row, rotated pair or unrotated element) in
+//     grid-stride loops.
 //   Lean forward: one block per (batch, head, tile of kFwdQ query rows); key/value tiles of kFwdK
 //     rows streamed through shared memory; one warp per query row for the online-softmax update
 //     (lane = key column); out and lse written once at the end.
@@ -29,8 +30,9 @@ namespace {
 
 // ---- RoPE and the QKV split -------------------------------------------------------------------
 
-__global__ void rope_tables_kernel(float* cos_t, float* sin_t, int64_t positions, int64_t half, double base) {
-  const double d = static_cast<double>(2 * half);
+__global__ void rope_tables_kernel(float* cos_t, float* sin_t, int64_t positions, int64_t half, int64_t rotary_dim,
+                                   double base) {
+  const int64_t d = rotary_dim;
   MT_GRID_LOOP(e, positions * half) {
     const int64_t p = e / half, i = e % half;
     // In double and rounded once, as the CPU does.
@@ -65,67 +67,82 @@ __device__ inline int64_t split_target(const SplitIndex& x, const AttentionShape
   return ((x.j * sh.g + x.gi) * sh.s + x.i) * sh.d;
 }
 
-// One thread per column pair (c, c + d/2) of each head slot when rotating, else per element.
-__global__ void qkv_split_fwd_kernel(float* q, float* k, float* v, const float* qkv, const float* cos_t,
-                                     const float* sin_t, const int32_t* positions, AttentionShape sh) {
-  const int64_t r = sh.n / sh.g, half = sh.d / 2;
-  const bool rope = cos_t != nullptr;
-  const int64_t per_slot = rope ? half : sh.d;
+// Work units of a head slot: without RoPE one per element; with RoPE one per rotated pair (units
+// c < half: elements rope_pair(c)) and one per unrotated element (units c >= half: element
+// c + half, i.e. 2·half .. d − 1). Value slots are copied by the same units, unrotated.
+__device__ inline int64_t split_units(const AttentionShape& sh, const RopeArgs& rope) {
+  return rope.cos != nullptr ? sh.d - rope.half : sh.d;
+}
+
+__global__ void qkv_split_fwd_kernel(float* q, float* k, float* v, const float* qkv, RopeArgs rope,
+                                     AttentionShape sh) {
+  const int64_t r = sh.n / sh.g, half = rope.half;
+  const bool rotating = rope.cos != nullptr;
+  const int64_t per_slot = split_units(sh, rope);
   MT_GRID_LOOP(e, sh.s * sh.b * sh.g * (r + 2) * per_slot) {
     const SplitIndex x = split_index(e, sh, per_slot);
     const float* src = qkv + ((x.i * sh.b + x.j) * sh.g * (r + 2) + x.gi * (r + 2) + x.slot) * sh.d;
     float* dst = (x.slot < r ? q : x.slot == r ? k : v) + split_target(x, sh);
-    if (!rope || x.slot == r + 1) {  // values are never rotated
-      if (rope) {
-        dst[x.c] = src[x.c];
-        dst[x.c + half] = src[x.c + half];
-      } else {
-        dst[x.c] = src[x.c];
-      }
+    if (!rotating || x.c >= half) {  // an unrotated element
+      const int64_t col = rotating ? x.c + half : x.c;
+      dst[col] = src[col];
       continue;
     }
-    const int64_t p = positions ? positions[x.j * sh.s + x.i] : x.i;
-    rope_rotate(src[x.c], src[x.c + half], cos_t[p * half + x.c], sin_t[p * half + x.c], dst[x.c], dst[x.c + half]);
+    int64_t a, b;
+    rope_pair(x.c, half, rope.interleaved, a, b);
+    if (x.slot == r + 1) {  // values are never rotated
+      dst[a] = src[a];
+      dst[b] = src[b];
+      continue;
+    }
+    const int64_t p = rope.positions ? rope.positions[x.j * sh.s + x.i] : x.i;
+    rope_rotate(src[a], src[b], rope.cos[p * half + x.c], rope.sin[p * half + x.c], dst[a], dst[b]);
   }
 }
 
-__global__ void qkv_split_bwd_kernel(float* dqkv, const float* dq, const float* dk, const float* dv,
-                                     const float* cos_t, const float* sin_t, const int32_t* positions,
+__global__ void qkv_split_bwd_kernel(float* dqkv, const float* dq, const float* dk, const float* dv, RopeArgs rope,
                                      AttentionShape sh) {
-  const int64_t r = sh.n / sh.g, half = sh.d / 2;
-  const bool rope = cos_t != nullptr;
-  const int64_t per_slot = rope ? half : sh.d;
+  const int64_t r = sh.n / sh.g, half = rope.half;
+  const bool rotating = rope.cos != nullptr;
+  const int64_t per_slot = split_units(sh, rope);
   MT_GRID_LOOP(e, sh.s * sh.b * sh.g * (r + 2) * per_slot) {
     const SplitIndex x = split_index(e, sh, per_slot);
     float* dst = dqkv + ((x.i * sh.b + x.j) * sh.g * (r + 2) + x.gi * (r + 2) + x.slot) * sh.d;
     const float* src = (x.slot < r ? dq : x.slot == r ? dk : dv) + split_target(x, sh);
-    if (!rope || x.slot == r + 1) {
-      dst[x.c] += src[x.c];
-      if (rope) dst[x.c + half] += src[x.c + half];
+    if (!rotating || x.c >= half) {
+      const int64_t col = rotating ? x.c + half : x.c;
+      dst[col] += src[col];
       continue;
     }
-    const int64_t p = positions ? positions[x.j * sh.s + x.i] : x.i;
-    rope_rotate_back_add(src[x.c], src[x.c + half], cos_t[p * half + x.c], sin_t[p * half + x.c], dst[x.c],
-                         dst[x.c + half]);
+    int64_t a, b;
+    rope_pair(x.c, half, rope.interleaved, a, b);
+    if (x.slot == r + 1) {
+      dst[a] += src[a];
+      dst[b] += src[b];
+      continue;
+    }
+    const int64_t p = rope.positions ? rope.positions[x.j * sh.s + x.i] : x.i;
+    rope_rotate_back_add(src[a], src[b], rope.cos[p * half + x.c], rope.sin[p * half + x.c], dst[a], dst[b]);
   }
 }
 
 }  // namespace
 
-void rope_tables(float* cos, float* sin, int64_t positions, int64_t half, double base, cudaStream_t st) {
-  rope_tables_kernel<<<grid_for(positions * half), kThreads, 0, st>>>(cos, sin, positions, half, base);
+void rope_tables(float* cos, float* sin, int64_t positions, int64_t half, int64_t rotary_dim, double base,
+                 cudaStream_t st) {
+  rope_tables_kernel<<<grid_for(positions * half), kThreads, 0, st>>>(cos, sin, positions, half, rotary_dim, base);
 }
 
-void qkv_split_rope_fwd(float* q, float* k, float* v, const float* qkv, const float* cos, const float* sin,
-                        const int32_t* positions, AttentionShape sh, cudaStream_t st) {
+void qkv_split_rope_fwd(float* q, float* k, float* v, const float* qkv, RopeArgs rope, AttentionShape sh,
+                        cudaStream_t st) {
   const int64_t n = sh.s * sh.b * (sh.n + 2 * sh.g) * sh.d;
-  qkv_split_fwd_kernel<<<grid_for(n), kThreads, 0, st>>>(q, k, v, qkv, cos, sin, positions, sh);
+  qkv_split_fwd_kernel<<<grid_for(n), kThreads, 0, st>>>(q, k, v, qkv, rope, sh);
 }
 
-void qkv_split_rope_bwd(float* dqkv, const float* dq, const float* dk, const float* dv, const float* cos,
-                        const float* sin, const int32_t* positions, AttentionShape sh, cudaStream_t st) {
+void qkv_split_rope_bwd(float* dqkv, const float* dq, const float* dk, const float* dv, RopeArgs rope,
+                        AttentionShape sh, cudaStream_t st) {
   const int64_t n = sh.s * sh.b * (sh.n + 2 * sh.g) * sh.d;
-  qkv_split_bwd_kernel<<<grid_for(n), kThreads, 0, st>>>(dqkv, dq, dk, dv, cos, sin, positions, sh);
+  qkv_split_bwd_kernel<<<grid_for(n), kThreads, 0, st>>>(dqkv, dq, dk, dv, rope, sh);
 }
 
 

@@ -27,12 +27,23 @@ struct AttentionDropout {
 // The largest head dim the plain kernels' shared-memory tiles take (an sm_90 block's limit).
 constexpr int64_t kAttentionMaxHeadDim = 512;
 
-void rope_tables(float* cos, float* sin, int64_t positions, int64_t half, double base, cudaStream_t st);
-// positions: i32 [b, s] table rows, or nullptr (row = sequence index); cos/sin nullptr: no RoPE.
-void qkv_split_rope_fwd(float* q, float* k, float* v, const float* qkv, const float* cos, const float* sin,
-                        const int32_t* positions, AttentionShape sh, cudaStream_t st);
-void qkv_split_rope_bwd(float* dqkv, const float* dq, const float* dk, const float* dv, const float* cos,
-                        const float* sin, const int32_t* positions, AttentionShape sh, cudaStream_t st);
+// cos/sin [positions, half]: inv_freq[i] = base^(−2i/rotary_dim), half = ceil(rotary_dim / 2).
+void rope_tables(float* cos, float* sin, int64_t positions, int64_t half, int64_t rotary_dim, double base,
+                 cudaStream_t st);
+// The RoPE of the QKV split: cos/sin [P, half] (nullptr: no RoPE); positions i32 [b, s] table rows,
+// or nullptr (row = sequence index). The first 2·half elements of each query and key head row are
+// rotated in pairs (interleaved: (2c, 2c + 1), else (c, c + half)); the rest are copied.
+struct RopeArgs {
+  const float* cos;
+  const float* sin;
+  const int32_t* positions;
+  int64_t half;
+  bool interleaved;
+};
+void qkv_split_rope_fwd(float* q, float* k, float* v, const float* qkv, RopeArgs rope, AttentionShape sh,
+                        cudaStream_t st);
+void qkv_split_rope_bwd(float* dqkv, const float* dq, const float* dk, const float* dv, RopeArgs rope,
+                        AttentionShape sh, cudaStream_t st);
 
 // key_start: i32 [b, s] (values already checked), or nullptr for plain causal.
 void attention_fwd(float* out, float* lse, const float* q, const float* k, const float* v, const int32_t* key_start,
