@@ -79,6 +79,7 @@ const std::vector<OptionSpec> kTable = {
     {"--eval-interval", T::integer, "", "iterations between evaluations on the validation split (default: only after training)", "", "train"},
     {"--eval-iters", T::integer, "100", "global batches per evaluation (validation and test); 0 disables evaluation", "", "train"},
     {"--exit-interval", T::integer, "", "stop after an iteration that is a multiple of this (skips the final evaluation)", "", "train"},
+    {"--check-weight-hash-across-dp-replicas-interval", T::integer, "", "every N iterations, stop with an error unless all data-parallel replicas hold the same weights", "", "train"},
     {"--exit-duration-in-mins", T::real, "", "stop (saving first, with --save) after the first iteration that ends later than this many minutes after start", "", "train"},
     {"--seed", T::integer, "1234", "random seed (train: init, dropout, data shuffle; generate: sampling)", "", "train,generate"},
     {"--calculate-per-token-loss", T::flag, "", "normalise the loss by the tokens of the global batch, not per micro-batch", "", "train"},
@@ -160,6 +161,7 @@ const std::vector<OptionSpec> kTable = {
     // Checkpoints.
     {"--save", T::text, "", "directory to save checkpoints into (iter_NNNNNNN/ and latest_checkpointed_iteration.txt, as Megatron)", "", "train"},
     {"--save-interval", T::integer, "", "iterations between checkpoints (needs --save; a checkpoint is also saved at the end and on --exit-interval)", "", "train"},
+    {"--save-retain-interval", T::integer, "", "keep only the checkpoints whose iteration is a multiple of N (and the latest); N a multiple of --save-interval", "", "train"},
     {"--load", T::text, "", "directory to resume from (its latest checkpoint, or --ckpt-step); any parallel layout loads", "", "train,generate,serve"},
     {"--ckpt-step", T::integer, "", "load this iteration's checkpoint instead of the latest", "", "train,convert,generate,serve"},
     {"--no-save-optim", T::flag, "", "save weights only (no optimizer state)", "", "train"},

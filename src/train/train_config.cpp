@@ -61,6 +61,15 @@ void TrainConfig::finalize() {
                                                  << ")";
   MT_CHECK(!decoupled_min_lr || decoupled_lr) << "--decoupled-min-lr applies with --decoupled-lr only";
   MT_CHECK(!decoupled_lr || *decoupled_lr >= 0) << "--decoupled-lr must be >= 0 (got " << decoupled_lr.value_or(0) << ")";
+  if (checkpoint.save_retain_interval) {
+    MT_CHECK(*checkpoint.save_retain_interval > 0 && checkpoint.save_interval > 0 &&
+             *checkpoint.save_retain_interval % checkpoint.save_interval == 0)
+        << "--save-retain-interval " << *checkpoint.save_retain_interval
+        << " must be a positive multiple of --save-interval (" << checkpoint.save_interval << ")";
+  }
+  MT_CHECK(!check_weight_hash_interval || *check_weight_hash_interval > 0)
+      << "--check-weight-hash-across-dp-replicas-interval must be > 0 (got " << check_weight_hash_interval.value_or(0)
+      << ")";
   MT_CHECK(!exit_duration_in_mins || *exit_duration_in_mins > 0)
       << "--exit-duration-in-mins must be > 0 (got " << exit_duration_in_mins.value_or(0) << ")";
 

@@ -35,6 +35,9 @@ struct CheckpointConfig {
   bool finetune = false;            // --finetune: weights only, iteration 0, fresh optimizer and schedule
   bool exit_on_missing_checkpoint = false;  // --exit-on-missing-checkpoint
   std::optional<int64_t> ckpt_step;         // --ckpt-step: this iteration instead of the latest
+  // --save-retain-interval: after each save, the previous checkpoint is deleted unless its
+  // iteration is a multiple of this (a multiple of --save-interval).
+  std::optional<int64_t> save_retain_interval;
   ScheduleOnResume schedule_on_resume = ScheduleOnResume::must_match;
   // What checkpoints record of the tokenizer (the app's record of its flags), so that `generate`
   // needs only --load; null: nothing.
@@ -83,6 +86,9 @@ struct TrainConfig {
   // --exit-duration-in-mins: save (with --save) and stop after the first iteration that ends later
   // than this many minutes after the trainer was built, on every rank at the same iteration.
   std::optional<double> exit_duration_in_mins;
+  // --check-weight-hash-across-dp-replicas-interval: every this many iterations, stop with an error
+  // unless every data-parallel replica holds the same weights (experts: every expert-dp replica).
+  std::optional<int64_t> check_weight_hash_interval;
   uint64_t seed = 1234;                   // --seed (init, dropout, data shuffle)
 
   // --calculate-per-token-loss: the global batch's gradient is Σ token-loss gradients / Σ tokens

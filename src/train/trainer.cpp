@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "backend/backend.h"
+#include "ckpt/shard_file.h"
 #include "optim/grad_sync.h"
 #include "pipeline/executor.h"
 #include "pipeline/simulate.h"
@@ -407,6 +409,30 @@ void Trainer::save_logged(const LogFn& log) {
       seconds + " s)");
 }
 
+void Trainer::check_weights_match_across_replicas() {
+  for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // every parameter whole
+  std::vector<uint8_t> host;
+  const auto check = [&](ParamStore& store, Communicator& replicas, const char* what) {
+    Checksum sum;
+    for (const Param& p : store.params()) {
+      host.resize(p.value.bytes());
+      backend_for(p.value.device).copy_to_host(host.data(), p.value.data, host.size());
+      sum.add(host.data(), host.size());
+    }
+    const uint64_t mine = sum.value();
+    std::vector<uint64_t> all(static_cast<size_t>(replicas.size()));
+    replicas.all_gather(TensorView(all.data(), DType::f64, {replicas.size()}),
+                        TensorView(const_cast<uint64_t*>(&mine), DType::f64, {1}));
+    for (size_t r = 0; r < all.size(); ++r)
+      MT_CHECK(all[r] == mine) << "the " << what << " weights differ between data-parallel replicas (ranks " << r
+                               << " and " << replicas.rank() << " of the group) at iteration " << iteration_;
+  };
+  for (auto& stage : chunks_) {
+    check(stage->params(), *groups_.dp, "model's");
+    if (ParamStore* experts = stage->expert_params()) check(*experts, *groups_.expert_dp, "experts'");
+  }
+}
+
 bool Trainer::out_of_time() const {
   double minutes = ms_since(built_) / 60000.0;
   groups_.world->all_reduce(TensorView(&minutes, DType::f64, {1}), ReduceOp::max);
@@ -469,6 +495,10 @@ TrainResult Trainer::run(const LogFn& log) {
       if (first) log("[after iteration 1] memory (peak bytes by category): " + memory_.report());
       if (config_.show_progress)
         log(format_progress(st.iteration, config_.iterations, ms_since(run_start) * 1e-3));
+    }
+    if (config_.check_weight_hash_interval && st.iteration % *config_.check_weight_hash_interval == 0) {
+      check_weights_match_across_replicas();
+      log(">>> Weight hashes match after " + std::to_string(st.iteration) + " iterations...");
     }
     if (valid_sampler_ && config_.evaluate_after(st.iteration)) {
       const auto eval_start = Clock::now();

@@ -130,6 +130,9 @@ class Trainer {
   // or --use-checkpoint-opt_param-scheduler says which to use. Returns the iteration loaded, or -1 when there is no checkpoint (an error with
   // --exit-on-missing-checkpoint). Collective.
   int64_t load_checkpoint(const std::string& root);
+  // --check-weight-hash-across-dp-replicas-interval: throws unless every data-parallel replica's
+  // weights (experts: every expert-dp replica's) hash alike. Collective.
+  void check_weights_match_across_replicas();
 
   // This rank's part of the model: the whole model, or its pipeline stage's model chunks
   // (virtual stages chunk·pp + pp rank).

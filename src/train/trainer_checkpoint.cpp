@@ -104,7 +104,12 @@ void Trainer::save_checkpoint(const std::string& root) {
     for (int r = 0; r < world.size(); ++r)
       m.files.push_back({shard_file_name(r), {static_cast<uint64_t>(digests[2 * r]), static_cast<uint64_t>(digests[2 * r + 1])}});
     write_manifest(staging, manifest_json(m));
+    const std::optional<int64_t> previous = read_latest_iteration(root);
     commit_checkpoint(root, iteration_);
+    // --save-retain-interval: the previous checkpoint goes once this one is in place.
+    const std::optional<int64_t>& retain = config_.checkpoint.save_retain_interval;
+    if (retain && previous && *previous > 0 && *previous != iteration_ && *previous % *retain != 0)
+      std::filesystem::remove_all(committed_iteration_dir(root, *previous));
   }
   world.barrier();  // nobody goes on (or exits) before the checkpoint is in place
 }

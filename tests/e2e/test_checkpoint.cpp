@@ -159,6 +159,23 @@ TEST(Checkpoint, AChangedScheduleNeedsToBeChosen) {
   EXPECT_NE(overridden.scheduler().current_lr(), continued.scheduler().lr(5 * 4));
 }
 
+// --save-retain-interval: each save removes the previous checkpoint unless its iteration is a
+// multiple of the interval; the latest always stays.
+TEST(Checkpoint, SaveRetainIntervalKeepsItsMultiplesAndTheLatest) {
+  test::TempDir dir;
+  TrainConfig run = short_run(dir.path(), 14);
+  run.checkpoint.save_interval = 2;
+  run.checkpoint.save_retain_interval = 6;
+  Trainer trainer(small_model(), run);
+  quiet_run(trainer);
+  std::vector<int64_t> kept;
+  for (int64_t i = 1; i <= 14; ++i)
+    if (fs::exists(committed_iteration_dir(dir.path(), i))) kept.push_back(i);
+  EXPECT_EQ(kept, (std::vector<int64_t>{6, 12, 14}));
+  run.checkpoint.save_retain_interval = 3;  // not a multiple of --save-interval
+  EXPECT_THROW(Trainer(small_model(), run), Error);
+}
+
 TEST(Checkpoint, BadCheckpointsAreClearErrors) {
   test::TempDir dir;
   Trainer saved(small_model(), short_run(dir.path()));

@@ -208,5 +208,20 @@ TEST(TpTrain, DistributedOptimizerStateShrinksWithDataParallelSize) {
   }
 }
 
+// --check-weight-hash-across-dp-replicas-interval: the data-parallel replicas of a run agree,
+// and a replica whose weights drifted stops the job on every rank with the reason.
+TEST(TpTrain, ReplicaWeightHashesAgreeAndCatchADrift) {
+  TrainConfig run = short_run();
+  run.train_iters = 2;
+  run.schedule.lr_warmup_iters = 1;
+  run.check_weight_hash_interval = 1;
+  Trainer trainer(gpt2_style(), run, &world());  // tp 1: every rank a data-parallel replica
+  std::string log;
+  trainer.run([&](const std::string& line) { log += line + "\n"; });
+  EXPECT_NE(log.find(">>> Weight hashes match after 2 iterations..."), std::string::npos) << log;
+  if (world().rank() == world().size() - 1) trainer.model().params().params().front().value.f32()[0] += 1.0f;
+  EXPECT_THROW(trainer.check_weights_match_across_replicas(), Error);
+}
+
 }  // namespace
 }  // namespace mt::test

@@ -18,7 +18,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   const std::vector<std::string> expected = {
       "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps", "--apply-layernorm-1p",
-      "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--ckpt-step",
+      "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--check-weight-hash-across-dp-replicas-interval", "--ckpt-step",
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
       "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-interval", "--eval-iters",
@@ -46,7 +46,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
       "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base",
       "--rotary-interleaved", "--rotary-percent", "--save",
-      "--save-interval", "--seed", "--seq-length", "--sequence-parallel", "--split", "--start-weight-decay",
+      "--save-interval", "--save-retain-interval", "--seed", "--seq-length", "--sequence-parallel", "--split", "--start-weight-decay",
       "--swiglu", "--tensor-model-parallel-size", "--test-data-path", "--tokenizer-model", "--tokenizer-type",
       "--train-data-path", "--train-iters", "--train-samples", "--untie-embeddings-and-output-weights",
       "--use-checkpoint-args", "--use-checkpoint-opt-param-scheduler", "--use-checkpoint-opt_param-scheduler",
