@@ -327,6 +327,30 @@ MegatronNote megatron_flag_note(const MegatronArgument& m, const std::vector<std
             << (s && s->planned ? " (planned)" : "");
 }
 
+// The values a Megatron flag that the table lacks takes after args[i], as argparse reads them
+// (inline: the value of "--name=value"); checked against Megatron's choices.
+std::vector<std::string> megatron_flag_values(const MegatronArgument& m, const std::vector<std::string>& args,
+                                              size_t& i, const std::string* inline_value) {
+  std::vector<std::string> given;
+  const auto is_value = [&](size_t j) { return j < args.size() && args[j].rfind("--", 0) != 0; };
+  if (inline_value) {
+    MT_CHECK(m.values != MegatronValues::flag) << m.name << " is a flag and takes no value";
+    given.push_back(*inline_value);
+  } else if (m.values == MegatronValues::one) {
+    MT_CHECK(i + 1 < args.size()) << m.name << " needs a value";
+    given.push_back(args[++i]);
+  } else if (m.values == MegatronValues::optional && is_value(i + 1)) {
+    given.push_back(args[++i]);
+  } else if (m.values == MegatronValues::list) {
+    while (is_value(i + 1)) given.push_back(args[++i]);
+  }
+  const std::string choices = std::string("|") + m.choices + "|";
+  for (const std::string& v : given)
+    MT_CHECK(!*m.choices || choices.find("|" + v + "|") != std::string::npos)
+        << m.name << " must be one of " << m.choices << ", got '" << v << "'";
+  return given;
+}
+
 // Options from a YAML mapping: `hidden_size: 768`, `swiglu: true`, `lr: 3.0e-4`.
 void load_config_file(const std::string& command, const std::string& path, std::map<std::string, std::string>& values,
                       std::vector<MegatronNote>& notes) {
@@ -388,6 +412,15 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   for (const OptionSpec& o : kTable)
     if (find(command, o.name) == &o && *o.default_value) out.values_[o.name] = o.default_value;
   std::vector<std::pair<std::string, std::string>> cli;
+  // Megatron's parser lets an option repeat (its scripts do): the same value again changes
+  // nothing; another value is refused rather than silently taking the last.
+  std::map<std::string, std::string> seen;
+  const auto first_time = [&seen](const std::string& name, const std::string& value) {
+    const auto [it, fresh] = seen.emplace(name, value);
+    MT_CHECK(fresh || it->second == value)
+        << name << " given twice with different values ('" << it->second << "', then '" << value << "')";
+    return fresh;
+  };
   for (size_t i = 0; i < args.size(); ++i) {
     std::string name = args[i], value;
     const bool inline_value = name.find('=') != std::string::npos;
@@ -396,23 +429,11 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       name = name.substr(0, name.find('='));
     }
     MT_CHECK(name.rfind("--", 0) == 0) << "unexpected argument '" << args[i] << "' (options start with --)";
-    MT_CHECK(!out.given_.count(name)) << name << " given twice";
     if (const MegatronArgument* m = find(command, name) || !reads_megatron_flags(command) ? nullptr : find_megatron_argument(name)) {
-      std::vector<std::string> given;
-      if (inline_value) given.push_back(value);
-      MT_CHECK(!(inline_value && m->values == MegatronValues::flag)) << name << " is a flag and takes no value";
-      const auto is_value = [&](size_t j) { return j < args.size() && args[j].rfind("--", 0) != 0; };
-      if (!inline_value && m->values == MegatronValues::one) {
-        MT_CHECK(i + 1 < args.size()) << name << " needs a value";
-        given.push_back(args[++i]);
-      }
-      if (!inline_value && m->values == MegatronValues::optional && is_value(i + 1)) given.push_back(args[++i]);
-      while (!inline_value && m->values == MegatronValues::list && is_value(i + 1)) given.push_back(args[++i]);
-      if (*m->choices && given.size() == 1) {
-        const std::string choices = std::string("|") + m->choices + "|";
-        MT_CHECK(choices.find("|" + given.front() + "|") != std::string::npos)
-            << name << " must be one of " << m->choices << ", got '" << given.front() << "'";
-      }
+      const std::vector<std::string> given = megatron_flag_values(*m, args, i, inline_value ? &value : nullptr);
+      std::string joined;
+      for (const std::string& v : given) joined += (joined.empty() ? "" : " ") + v;
+      if (!first_time(name, joined)) continue;
       out.megatron_notes_.push_back(megatron_flag_note(*m, given, ""));
       out.given_[name] = true;
       continue;
@@ -433,6 +454,7 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       value = args[++i];
     }
     check_value(o, value);
+    if (!first_time(name, value)) continue;
     cli.emplace_back(name, value);
     out.given_[name] = true;
   }

@@ -181,6 +181,7 @@ TEST(CheckpointLayouts, OfflineReshardedFilesLoadUnderTheirLayout) {
     ModelConfig pm = m;
     TrainConfig load = loading_run(dir, 10);
     load.loss_scale.bf16 = true;
+    load.checkpoint.schedule_on_resume = ScheduleOnResume::from_flags;  // saved by a 5-iteration run
     parallel_layout(pm, load);
     Trainer t(pm, load, &world());
     EXPECT_EQ(t.load_checkpoint(dir), 5);

@@ -105,6 +105,8 @@ TEST(Options, RejectsBadInputWithOneClearMessage) {
   EXPECT_NE(error_of([] { parse_options("train", {"--swiglu=1"}); }).find("takes no value"), std::string::npos);
   EXPECT_NE(error_of([] { parse_options("train", {"--seed", "1", "--seed", "2"}); }).find("given twice"),
             std::string::npos);
+  // As in Megatron's parser, a repeat with the same value is harmless (its scripts repeat flags).
+  EXPECT_EQ(parse_options("train", {"--seed", "1", "--seed", "1", "--bf16", "--bf16"}).integer("--seed"), 1);
   EXPECT_NE(error_of([] { parse_options("train", {"stray"}); }).find("unexpected argument"), std::string::npos);
 }
 
