@@ -347,7 +347,7 @@ def error_key(message):
     if r:
         flag, value, kind = r
         return f"{flag}{' ' + value if value else ''} ({kind})"
-    return re.sub(r"\d+", "N", message)[:140]
+    return re.sub(r"\b\d+\b", "N", message)[:200]
 
 
 def plan_cmd(binary, argv, world):
@@ -362,17 +362,19 @@ def train_cmd(binary, argv, world):
 
 
 def peel(binary, argv, world, timeout, limit=60):
-    """Every flag of argv that plan refuses: drop the refused flag (with its values), plan again."""
+    """Every flag of argv that plan refuses: drop the refused flag (with its values) and plan again.
+    Returns (the refused flags, what plan says once none is refused: '' when it passes)."""
     refused, groups = [], parse_groups(argv)
     for _ in range(limit):
         flat = [t for flag, values in groups for t in ([flag] if flag else []) + values]
         rc, out = run_cmd(plan_cmd(binary, flat, world), timeout)
-        flag = refused_flag(first_error(rc, out, timeout))
+        error = first_error(rc, out, timeout)
+        flag = refused_flag(error)
         if not flag or flag in refused:
-            break
+            return refused, error
         refused.append(flag)
         groups = [g for g in groups if g[0] != flag]
-    return refused
+    return refused, "(stopped peeling)"
 
 
 def load_lines(directory):
@@ -406,6 +408,8 @@ def write_markdown(path, results, args):
     first = collections.Counter(error_key(r["train_error"] or r["plan_error"]) for r in results
                                 if r["train_error"] or r["plan_error"])
     peeled = collections.Counter(f for r in results for f in r.get("refused_flags") or [])
+    after = collections.Counter(error_key(r["after_refused"]) if r["after_refused"] else "plan ok"
+                                for r in results if "after_refused" in r)
     with open(path, "w") as f:
         f.write("# Megatron-LM command lines through megatron.cpp\n\n")
         f.write(f"`tools/megatron_lines/run.py` over {len(results)} lines ({len(ex)} from examples/, "
@@ -422,14 +426,18 @@ def write_markdown(path, results, args):
                     "| lines | flag |\n|---|---|\n")
             for flag, n in peeled.most_common():
                 f.write(f"| {n} | `{flag}` |\n")
-        f.write("\n## Lines\n\n| line | ranks | plan | train | first error | refused flags |\n"
-                "|---|---|---|---|---|---|\n")
+            f.write("\n## Plan once the refused flags are left out (diagnosis)\n\n| lines | result |\n|---|---|\n")
+            for key, n in after.most_common():
+                f.write(f"| {n} | {md_escape(key)} |\n")
+        f.write("\n## Lines\n\n| line | ranks | plan | train | first error | refused flags | plan without them |\n"
+                "|---|---|---|---|---|---|---|\n")
         for r in results:
             verdict = lambda ok: "ok" if ok else ("—" if ok is None else "FAIL")  # noqa: E731
             err = r["train_error"] or r["plan_error"]
             refused = ", ".join(f"`{x}`" for x in (r.get("refused_flags") or []))
-            f.write(f"| {r['kind'][:4]}/{r['name']} | {r['ranks']} | {verdict(r['plan_ok'])} | "
-                    f"{verdict(r['train_ok'])} | {md_escape(err)} | {refused} |\n")
+            without = ("ok" if not r["after_refused"] else md_escape(r["after_refused"])) if "after_refused" in r else ""
+            f.write(f"| {r['path']} | {r['ranks']} | {verdict(r['plan_ok'])} | "
+                    f"{verdict(r['train_ok'])} | {md_escape(err)} | {refused} | {without} |\n")
 
 
 def main():
@@ -448,6 +456,7 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     args.megatron = os.path.abspath(args.megatron)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated"))  # so the cleanup runs
 
     records = select(load_lines(args.lines), args.show or args.subset, args.limit)
     if not records:
@@ -473,7 +482,8 @@ def main():
             wait_for(args.megatron)
             rc, out = run_cmd(plan_cmd(args.megatron, line.argv, line.world), plan_timeout, cwd=tmp)
             plan_err = first_error(rc, out, plan_timeout)
-            result = {"name": rec["name"], "kind": rec["kind"], "entry": rec["entry"], "ranks": line.world,
+            result = {"name": rec["name"], "path": rec["path"], "kind": rec["kind"], "entry": rec["entry"],
+                      "ranks": line.world,
                       "plan_ok": rc == 0 and not plan_err, "plan_error": plan_err,
                       "train_ok": None, "train_error": "", "notes": line.notes, "argv": line.argv}
             if not args.no_train:
@@ -486,7 +496,8 @@ def main():
                 result["train_ok"] = rc == 0 and not train_err
                 result["train_error"] = train_err
             if not args.no_peel and refused_flag(plan_err or result["train_error"]):
-                result["refused_flags"] = peel(args.megatron, line.argv, line.world, plan_timeout)
+                result["refused_flags"], result["after_refused"] = peel(args.megatron, line.argv, line.world,
+                                                                        plan_timeout)
             results.append(result)
             shutil.rmtree(tmp, ignore_errors=True)
             status = lambda ok: "ok" if ok else ("-" if ok is None else "FAIL")  # noqa: E731
