@@ -280,20 +280,30 @@ class Scaled:
 # Running
 # ------------------------------------------------------------------------------------------------
 
-def wait_for(binary, seconds=90):
-    """The binary may be being rebuilt: wait for it to come back."""
+def wait_for(binary, seconds=300, settle=10):
+    """The binary may be being rebuilt: wait until it exists, is executable and has not changed
+    for `settle` seconds. Returns its modification time."""
     deadline = time.time() + seconds
-    while not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+    while True:
+        try:
+            mtime = os.stat(binary).st_mtime
+            if os.access(binary, os.X_OK) and time.time() - mtime >= settle:
+                return mtime
+        except OSError:
+            pass
         if time.time() > deadline:
-            sys.exit(f"run.py: {binary} is missing")
+            sys.exit(f"run.py: {binary} is missing or keeps changing")
         time.sleep(2)
 
 
 def run_cmd(cmd, timeout, env=None, cwd=None):
     """(returncode or 'timeout', stdout + stderr text). The command runs in its own process group,
     which is killed on timeout."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            errors="replace", env=env, cwd=cwd, start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", env=env, cwd=cwd, start_new_session=True)
+    except OSError as e:
+        return "exec", str(e)
     try:
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, out
@@ -310,6 +320,8 @@ FILE_LINE_RE = re.compile(r"\s*\[[\w./-]+:\d+\]\s*$")
 def first_error(rc, output, timeout):
     if rc == "timeout":
         return f"timeout after {timeout} s"
+    if rc == "exec":
+        return f"cannot run: {output}"
     for line in output.splitlines():
         m = ERROR_RE.search(line)
         if m:
@@ -375,6 +387,25 @@ def peel(binary, argv, world, timeout, limit=60):
         refused.append(flag)
         groups = [g for g in groups if g[0] != flag]
     return refused, "(stopped peeling)"
+
+
+def run_line(args, rec, line, tmp, plan_timeout):
+    rc, out = run_cmd(plan_cmd(args.megatron, line.argv, line.world), plan_timeout, cwd=tmp)
+    plan_err = first_error(rc, out, plan_timeout)
+    result = {"name": rec["name"], "path": rec["path"], "kind": rec["kind"], "entry": rec["entry"],
+              "ranks": line.world, "plan_ok": rc == 0 and not plan_err, "plan_error": plan_err,
+              "train_ok": None, "train_error": "", "notes": line.notes, "argv": line.argv}
+    if not args.no_train:
+        env = dict(os.environ)
+        if line.world > 1:
+            env["OMP_NUM_THREADS"] = "1"
+        rc, out = run_cmd(train_cmd(args.megatron, line.argv, line.world), args.timeout, env=env, cwd=tmp)
+        train_err = first_error(rc, out, args.timeout)
+        result["train_ok"] = rc == 0 and not train_err
+        result["train_error"] = train_err
+    if not args.no_peel and refused_flag(plan_err or result["train_error"]):
+        result["refused_flags"], result["after_refused"] = peel(args.megatron, line.argv, line.world, plan_timeout)
+    return result
 
 
 def load_lines(directory):
@@ -477,33 +508,21 @@ def main():
         plan_timeout = max(10, args.timeout // 3)
         for k, rec in enumerate(records):
             tmp = os.path.join(base, "lines", re.sub(r"[^\w.@-]", "_", rec["name"]))
-            os.makedirs(tmp, exist_ok=True)
-            line = Scaled(rec, assets, tmp)
-            wait_for(args.megatron)
-            rc, out = run_cmd(plan_cmd(args.megatron, line.argv, line.world), plan_timeout, cwd=tmp)
-            plan_err = first_error(rc, out, plan_timeout)
-            result = {"name": rec["name"], "path": rec["path"], "kind": rec["kind"], "entry": rec["entry"],
-                      "ranks": line.world,
-                      "plan_ok": rc == 0 and not plan_err, "plan_error": plan_err,
-                      "train_ok": None, "train_error": "", "notes": line.notes, "argv": line.argv}
-            if not args.no_train:
-                env = dict(os.environ)
-                if line.world > 1:
-                    env["OMP_NUM_THREADS"] = "1"
-                wait_for(args.megatron)
-                rc, out = run_cmd(train_cmd(args.megatron, line.argv, line.world), args.timeout, env=env, cwd=tmp)
-                train_err = first_error(rc, out, args.timeout)
-                result["train_ok"] = rc == 0 and not train_err
-                result["train_error"] = train_err
-            if not args.no_peel and refused_flag(plan_err or result["train_error"]):
-                result["refused_flags"], result["after_refused"] = peel(args.megatron, line.argv, line.world,
-                                                                        plan_timeout)
+            for _attempt in range(3):  # again, from a clean directory, when the binary was rebuilt meanwhile
+                shutil.rmtree(tmp, ignore_errors=True)
+                os.makedirs(tmp)
+                line = Scaled(rec, assets, tmp)
+                mtime = wait_for(args.megatron)
+                result = run_line(args, rec, line, tmp, plan_timeout)
+                if os.path.exists(args.megatron) and os.stat(args.megatron).st_mtime == mtime:
+                    break
             results.append(result)
             shutil.rmtree(tmp, ignore_errors=True)
             status = lambda ok: "ok" if ok else ("-" if ok is None else "FAIL")  # noqa: E731
             print(f"[{k + 1}/{len(records)}] {rec['name']}: ranks {line.world}, plan {status(result['plan_ok'])}, "
                   f"train {status(result['train_ok'])}"
-                  + (f": {result['train_error'] or plan_err}" if (result['train_error'] or plan_err) else ""),
+                  + (f": {result['train_error'] or result['plan_error']}"
+                     if (result['train_error'] or result['plan_error']) else ""),
                   flush=True)
         ok_plan = sum(1 for r in results if r["plan_ok"])
         ok_train = sum(1 for r in results if r["train_ok"])
