@@ -235,6 +235,8 @@ class Scaled:
             "--eval-iters": cap(1), "--eval-interval": const(2), "--save-interval": const(2),
             "--non-persistent-save-interval": const(2), "--log-interval": const(1),
             "--recompute-num-layers": cap(1),
+            "--microbatch-group-size-per-virtual-pipeline-stage":
+                lambda old: [str(max(self.pp, min(_int(old, self.pp), self.gbs // (self.mbs * self.dp))))],
         }
         return rules
 
