@@ -446,7 +446,8 @@ def write_markdown(path, results, args):
     with open(path, "w") as f:
         f.write("# Megatron-LM command lines through megatron.cpp\n\n")
         f.write(f"`tools/megatron_lines/run.py` over {len(results)} lines ({len(ex)} from examples/, "
-                f"{len(ft)} from the functional tests); binary `{args.megatron}`.\n\n")
+                f"{len(ft)} from the functional tests); binary `{args.megatron}` as modified at "
+                f"{', '.join(sorted(set(r['binary_mtime'] for r in results)))}.\n\n")
         f.write("| source | lines | plan ok | train ok |\n|---|---|---|---|\n")
         for label, rs in (("examples", ex), ("functional tests", ft), ("all", results)):
             f.write(f"| {label} | {len(rs)} | {count(rs, 'plan_ok')} | {count(rs, 'train_ok')} |\n")
@@ -516,6 +517,7 @@ def main():
                 line = Scaled(rec, assets, tmp)
                 mtime = wait_for(args.megatron)
                 result = run_line(args, rec, line, tmp, plan_timeout)
+                result["binary_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
                 if os.path.exists(args.megatron) and os.stat(args.megatron).st_mtime == mtime:
                     break
             results.append(result)
