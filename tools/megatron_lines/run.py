@@ -225,6 +225,7 @@ class Scaled:
             "--mamba-state-dim": const(16), "--mamba-head-dim": const(16), "--mamba-num-heads": const(8),
             "--mamba-num-groups": cap(2),
             "--micro-batch-size": const(self.mbs), "--global-batch-size": const(self.gbs),
+            "--eval-global-batch-size": const(self.gbs),
             "--rampup-batch-size": const(self.mbs * self.dp, self.mbs * self.dp, TRAIN_ITERS * self.gbs),
             "--step-batch-size-schedule": const(f"0:{self.gbs}"),
             "--train-iters": const(TRAIN_ITERS), "--exit-interval": const(TRAIN_ITERS),
