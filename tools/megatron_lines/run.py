@@ -493,6 +493,8 @@ def main():
     args.megatron = os.path.abspath(args.megatron)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated"))  # so the cleanup runs
 
+    if not args.show and not os.path.isfile(args.megatron):
+        sys.exit(f"run.py: {args.megatron} not found: build it (scripts/build.sh) or pass --megatron")
     records = select(load_lines(args.lines), args.show or args.subset, args.limit)
     if not records:
         sys.exit(f"run.py: no lines selected under {args.lines}")
