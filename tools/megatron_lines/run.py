@@ -489,6 +489,8 @@ def main():
     ap.add_argument("--no-peel", action="store_true", help="do not list every refused flag")
     ap.add_argument("--show", metavar="NAME", help="print NAME's scaled argv and commands, run nothing")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--expect-pass", action="store_true",
+                        help="exit 1 unless every selected line passes plan and train (the CTest subset)")
     args = ap.parse_args()
     args.megatron = os.path.abspath(args.megatron)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("run.py: terminated"))  # so the cleanup runs
@@ -543,6 +545,9 @@ def main():
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1)
+        failed = [r["name"] for r in results if not (r["plan_ok"] and r["train_ok"])]
+        if args.expect_pass and failed:
+            sys.exit("run.py: expected to pass, failed: " + ", ".join(failed))
     finally:
         if args.keep:
             print(f"run.py: kept {base}")
