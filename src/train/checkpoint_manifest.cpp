@@ -8,6 +8,27 @@ namespace mt {
 
 std::string shard_file_name(int world_rank) { return "rank_" + std::to_string(world_rank) + ".safetensors"; }
 
+namespace {
+
+// Megatron's OptimizerParamScheduler.state_dict fields, in steps (samples), plus WSD's.
+nlohmann::json lr_schedule_json(const LrScheduleConfig& c) {
+  nlohmann::json j = {{"max_lr", c.max_lr},
+                      {"min_lr", c.min_lr},
+                      {"lr_warmup_init", c.lr_warmup_init},
+                      {"lr_warmup_steps", c.lr_warmup_steps},
+                      {"lr_decay_steps", c.lr_decay_steps},
+                      {"lr_decay_style", std::string(to_string(c.lr_decay_style))},
+                      {"lr_wsd_decay_style", std::string(to_string(c.lr_wsd_decay_style))},
+                      {"start_wd", c.start_wd},
+                      {"end_wd", c.end_wd},
+                      {"wd_incr_steps", c.wd_incr_steps},
+                      {"wd_incr_style", std::string(to_string(c.wd_incr_style))}};
+  if (c.wsd_decay_steps) j["wsd_decay_steps"] = *c.wsd_decay_steps;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json manifest_json(const CheckpointManifest& m) {
   nlohmann::json files = nlohmann::json::object();
   for (const auto& [name, digest] : m.files) files[name] = {{"bytes", digest.bytes}, {"checksum", digest.checksum}};
@@ -31,22 +52,6 @@ nlohmann::json manifest_json(const CheckpointManifest& m) {
   return j;
 }
 
-// Megatron's OptimizerParamScheduler.state_dict fields, in steps (samples), plus WSD's.
-nlohmann::json lr_schedule_json(const LrScheduleConfig& c) {
-  nlohmann::json j = {{"max_lr", c.max_lr},
-                      {"min_lr", c.min_lr},
-                      {"lr_warmup_init", c.lr_warmup_init},
-                      {"lr_warmup_steps", c.lr_warmup_steps},
-                      {"lr_decay_steps", c.lr_decay_steps},
-                      {"lr_decay_style", std::string(to_string(c.lr_decay_style))},
-                      {"lr_wsd_decay_style", std::string(to_string(c.lr_wsd_decay_style))},
-                      {"start_wd", c.start_wd},
-                      {"end_wd", c.end_wd},
-                      {"wd_incr_steps", c.wd_incr_steps},
-                      {"wd_incr_style", std::string(to_string(c.wd_incr_style))}};
-  if (c.wsd_decay_steps) j["wsd_decay_steps"] = *c.wsd_decay_steps;
-  return j;
-}
 
 namespace {
 

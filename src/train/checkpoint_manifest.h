@@ -41,7 +41,6 @@ struct CheckpointManifest {
 std::string shard_file_name(int world_rank);
 
 nlohmann::json manifest_json(const CheckpointManifest& m);
-nlohmann::json lr_schedule_json(const LrScheduleConfig& c);
 // Reads and validates (counts, loss scale, file names); mt::Error naming dir's manifest.json.
 CheckpointManifest parse_manifest(const nlohmann::json& j, const std::string& dir);
 

@@ -206,21 +206,24 @@ std::vector<double> add(const std::vector<double>& a, const std::vector<double>&
 
 // ---- RoPE tables and the QKV split ---------------------------------------------------------
 
+// cos/sin[p, i] of angle p / base^(2i / r) against fp64, r the rotated width (0: the whole 2·half).
+void expect_rope_tables(int64_t positions, int64_t half, double base, int64_t r) {
+  HostTensor cos = zeros({positions, half}), sin = zeros({positions, half});
+  rope_tables(cos.view(), sin.view(), base, r);
+  const double width = static_cast<double>(r ? r : 2 * half);
+  std::vector<double> ec, es;
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double angle = p / std::pow(base, static_cast<double>(2 * i) / width);
+      ec.push_back(std::cos(angle));
+      es.push_back(std::sin(angle));
+    }
+  test::expect_close(cos.f32(), ec, 1e-6, 0.0, "cos");
+  test::expect_close(sin.f32(), es, 1e-6, 0.0, "sin");
+}
+
 TEST(Rope, TablesMatchFormula) {
-  for (double base : {10000.0, 500000.0}) {
-    const int64_t positions = 37, d = 10, half = d / 2;
-    HostTensor cos = zeros({positions, half}), sin = zeros({positions, half});
-    rope_tables(cos.view(), sin.view(), base);
-    std::vector<double> ec, es;
-    for (int64_t p = 0; p < positions; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = p / std::pow(base, 2.0 * i / d);
-        ec.push_back(std::cos(angle));
-        es.push_back(std::sin(angle));
-      }
-    test::expect_close(cos.f32(), ec, 1e-6, 0.0, "cos");
-    test::expect_close(sin.f32(), es, 1e-6, 0.0, "sin");
-  }
+  for (double base : {10000.0, 500000.0}) expect_rope_tables(37, 5, base, 0);
 }
 
 struct SplitFixture {
@@ -416,19 +419,7 @@ TEST(Rope, RejectsBadShapes) {
 TEST(Rope, TablesForARotaryDimMatchMegatronsInvFreq) {
   for (const int64_t r : {4, 5, 3, 1, 10}) {
     SCOPED_TRACE("rotary dim " + std::to_string(r));
-    const int64_t positions = 29, half = (r + 1) / 2;
-    const double base = 10000.0;
-    HostTensor cos = zeros({positions, half}), sin = zeros({positions, half});
-    rope_tables(cos.view(), sin.view(), base, r);
-    std::vector<double> ec, es;
-    for (int64_t p = 0; p < positions; ++p)
-      for (int64_t i = 0; i < half; ++i) {
-        const double angle = p / std::pow(base, static_cast<double>(2 * i) / r);
-        ec.push_back(std::cos(angle));
-        es.push_back(std::sin(angle));
-      }
-    test::expect_close(cos.f32(), ec, 1e-6, 0.0, "cos");
-    test::expect_close(sin.f32(), es, 1e-6, 0.0, "sin");
+    expect_rope_tables(29, (r + 1) / 2, 10000.0, r);
   }
 }
 
