@@ -159,7 +159,7 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   // The app decides where the run lives (--device), and says so first.
   const RunDevice device = select_device(options, world);
   print(device.summary);
-  if (!options.megatron_notes().empty()) print(options.megatron_notes_line());
+  if (const std::string notes = options.megatron_notes_line(); !notes.empty()) print(notes);
   const RunContext context{device.world, device.backend};
   std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)
                                         : std::make_unique<Trainer>(model, train, context);

@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "base/error.h"
+
 namespace mt {
 
 namespace {
@@ -291,7 +293,6 @@ const std::vector<Rule> kRules = {
     {"--rope-scaling-factor", {missing, "Llama 3.1 RoPE scaling", out_of_scope}},
     {"--no-rope-freq", {missing, "layers without RoPE (Llama 4)", out_of_scope}},
     {"--mrope-section", {missing, "multimodal RoPE", out_of_scope}},
-    {"--squared-relu", {missing, "the squared-ReLU activation", out_of_scope}},
     {"--quick-geglu", {missing, "the quick-GeGLU activation", out_of_scope}},
     {"--glu-linear-offset", {missing, "an offset GLU (gpt-oss)", out_of_scope}},
     {"--activation-func-clamp-value", {missing, "a clamped activation (gpt-oss)", out_of_scope}},
@@ -404,9 +405,9 @@ const std::vector<Rule> kRules = {
     {"--moe-upcycling-granularity", {missing, "upcycling a dense model to MoE", out_of_scope}},
     {"--moe-use-upcycling", {missing, "upcycling a dense model to MoE", out_of_scope}},
     {"--batch-invariant-*", {missing, "batch-invariant kernels", out_of_scope}},
-    {"--rerun-mode", {missing, "Megatron's rerun state machine", out_of_scope, "disabled"}},
-    {"--error-injection-*", {missing, "Megatron's rerun state machine", out_of_scope}},
-    {"--result-rejected-tracker-filename", {missing, "Megatron's rerun state machine", out_of_scope}},
+    {"--rerun-mode", {missing, "Megatron's rerun state machine", planned, "disabled"}},
+    {"--error-injection-*", {missing, "Megatron's rerun state machine", planned}},
+    {"--result-rejected-tracker-filename", {missing, "Megatron's rerun state machine", planned}},
     {"--inprocess-*", {missing, "in-process restart", out_of_scope}},
     {"--enable-ft-package", {missing, "NVIDIA's fault-tolerance package", out_of_scope}},
     {"--calc-ft-timeouts", {missing, "NVIDIA's fault-tolerance package", out_of_scope}},
@@ -520,6 +521,55 @@ bool is_megatron_default(const MegatronArgument& a, const std::vector<std::strin
          });
 }
 
+const std::vector<LegacyMegatronFlag>& legacy_megatron_flags() {
+  static const std::vector<LegacyMegatronFlag> flags = {
+      {"--activations-checkpoint-method", true, "--recompute-granularity full --recompute-method {}",
+       "Megatron-LM's name until 2022"},
+      {"--activations-checkpoint-num-layers", true, "--recompute-num-layers {}", "Megatron-LM's name until 2022"},
+      {"--checkpoint-activations", false, "--recompute-granularity full --recompute-method uniform",
+       "Megatron-LM's flag until 2022"},
+      {"--DDP-impl", true, "",
+       "Megatron-LM's choice until 2023 between its own and PyTorch's data-parallel wrapper; one here", "local|torch"},
+  };
+  return flags;
+}
+
+namespace {
+// "as --recompute-granularity full --recompute-method uniform (why)", or "(no effect: why)".
+std::string legacy_reading(const LegacyMegatronFlag& f, const std::string& value) {
+  if (!*f.replacement) return std::string("(no effect: ") + f.why + ")";
+  std::string replacement = f.replacement;
+  if (const size_t at = replacement.find("{}"); at != std::string::npos) replacement.replace(at, 2, value);
+  return "as " + replacement + " (" + f.why + ")";
+}
+}  // namespace
+
+std::vector<std::string> replace_legacy_megatron_flags(const std::vector<std::string>& args,
+                                                       std::vector<std::pair<std::string, std::string>>& explained) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string name = args[i].substr(0, args[i].find('='));
+    const auto legacy = std::find_if(legacy_megatron_flags().begin(), legacy_megatron_flags().end(),
+                                     [&](const LegacyMegatronFlag& f) { return name == f.name; });
+    if (legacy == legacy_megatron_flags().end()) {
+      out.push_back(args[i]);
+      continue;
+    }
+    std::string value;
+    if (legacy->takes_value) {
+      const bool inline_value = name.size() < args[i].size();
+      MT_CHECK(inline_value || i + 1 < args.size()) << name << " needs a value";
+      value = inline_value ? args[i].substr(name.size() + 1) : args[++i];
+    }
+    MT_CHECK(!*legacy->choices || ("|" + std::string(legacy->choices) + "|").find("|" + value + "|") != std::string::npos)
+        << name << " must be one of " << legacy->choices << ", got '" << value << "'";
+    explained.emplace_back(name + (value.empty() ? "" : " " + value), legacy_reading(*legacy, value));
+    std::istringstream words(legacy->replacement);
+    for (std::string w; words >> w;) out.push_back(w == "{}" ? value : w);
+  }
+  return out;
+}
+
 std::string megatron_flags_report(bool markdown, bool (*implemented)(const std::string& name)) {
   // Grouped by status, then by the reason, so that one feature's flags sit together.
   std::map<std::string, std::vector<std::string>> groups;
@@ -549,6 +599,11 @@ std::string megatron_flags_report(bool markdown, bool (*implemented)(const std::
     for (const std::string& n : names) list += (list.empty() ? "" : markdown ? ", " : " ") + (markdown ? "`" + n + "`" : n);
     if (markdown) out << "- " << (why.empty() ? "" : why + ": ") << list << "\n";
     else out << (why.empty() ? "" : "  " + why + ":\n") << "    " << list << "\n";
+  }
+  out << (markdown ? "\n## " : "\n") << "dropped by Megatron-LM, still read here" << (markdown ? "\n\n" : ":\n");
+  for (const LegacyMegatronFlag& f : legacy_megatron_flags()) {
+    const std::string name = markdown ? std::string("`") + f.name + "`" : f.name;
+    out << (markdown ? "- " : "  ") << name << (f.takes_value ? " X " : " ") << legacy_reading(f, "X") << "\n";
   }
   return out.str();
 }

@@ -45,6 +45,22 @@ bool matches_flag_pattern(const std::string& pattern, const std::string& name);
 // feature is missing changes nothing ("--context-parallel-size 1").
 bool is_megatron_default(const MegatronArgument& a, const std::vector<std::string>& values);
 
+// Flags that Megatron-LM's parser has dropped but scripts under its examples/ still pass (the SC21
+// paper's): each is read as the flags that replaced it, or accepted without effect.
+struct LegacyMegatronFlag {
+  const char* name;         // "--activations-checkpoint-method"
+  bool takes_value;
+  const char* replacement;  // the current flags, "{}" standing for the value; "" = none (no effect)
+  const char* why;          // when and what it was
+  const char* choices = "";  // "a|b" when no replacement checks the value
+};
+const std::vector<LegacyMegatronFlag>& legacy_megatron_flags();
+
+// args with every legacy flag replaced by its current spelling; `explained` gets one
+// (given, how it is read) pair per legacy flag met.
+std::vector<std::string> replace_legacy_megatron_flags(const std::vector<std::string>& args,
+                                                       std::vector<std::pair<std::string, std::string>>& explained);
+
 // Every Megatron flag with its status here, as Markdown (docs/megatron-flags.md) or as text
 // (`megatron flags`). `implemented` says whether train's option table has a flag.
 std::string megatron_flags_report(bool markdown, bool (*implemented)(const std::string& name));

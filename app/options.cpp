@@ -36,6 +36,7 @@ const std::vector<OptionSpec> kTable = {
     {"--norm-epsilon", T::real, "1e-5", "epsilon of the norms (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--swiglu", T::flag, "", "SwiGLU MLP activation", "", "train"},
     {"--openai-gelu", T::flag, "", "GeLU in its tanh approximation (GPT-2)", "", "train"},
+    {"--squared-relu", T::flag, "", "squared ReLU MLP activation, max(x, 0)² (Primer, Nemotron)", "", "train"},
     {"--disable-bias-linear", T::flag, "", "no biases in linear layers", "", "train"},
     {"--hidden-dropout", T::real, "0.1", "dropout after attention and MLP outputs and the embedding", "", "train"},
     {"--attention-dropout", T::real, "0.1", "dropout on attention probabilities", "", "train"},
@@ -407,8 +408,10 @@ void load_config_file(const std::string& command, const std::string& path, std::
 }
 }  // namespace
 
-Options parse_options(const std::string& command, const std::vector<std::string>& args) {
+Options parse_options(const std::string& command, const std::vector<std::string>& argv) {
   Options out;
+  const std::vector<std::string> args =
+      reads_megatron_flags(command) ? replace_legacy_megatron_flags(argv, out.legacy_notes_) : argv;
   for (const OptionSpec& o : kTable)
     if (find(command, o.name) == &o && *o.default_value) out.values_[o.name] = o.default_value;
   std::vector<std::pair<std::string, std::string>> cli;
@@ -520,9 +523,12 @@ std::string Options::megatron_notes_line() const {
     if (it == by_why.end()) by_why.emplace_back(n.why, n.given);
     else it->second += ", " + n.given;
   }
-  std::string line;
+  std::string line, legacy;
   for (const auto& [why, flags] : by_why) line += (line.empty() ? "" : "; ") + flags + " (" + why + ")";
-  return line.empty() ? line : "Megatron-LM flags accepted without effect: " + line;
+  for (const auto& [given, reading] : legacy_notes_) legacy += (legacy.empty() ? "" : "; ") + given + " " + reading;
+  if (!line.empty()) line = "Megatron-LM flags accepted without effect: " + line;
+  if (!legacy.empty()) line += (line.empty() ? "" : ". ") + std::string("Megatron-LM's old flags read as today's: ") + legacy;
+  return line;
 }
 
 std::string options_help(const std::string& command) {

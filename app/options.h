@@ -45,7 +45,8 @@ class Options {
   std::string to_yaml() const;
   // The Megatron-LM flags given that change nothing here, each with why.
   const std::vector<MegatronNote>& megatron_notes() const { return megatron_notes_; }
-  // Those flags grouped by why, as one log line ("" when none).
+  // Those flags grouped by why, and the old flags read under their current names (megatron_flags.h),
+  // as one log line ("" when none).
   std::string megatron_notes_line() const;
 
  private:
@@ -53,6 +54,7 @@ class Options {
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> given_;  // on the command line
   std::vector<MegatronNote> megatron_notes_;
+  std::vector<std::pair<std::string, std::string>> legacy_notes_;  // (old flag given, what it is read as)
 };
 
 // Parses "--name value" and "--name=value" (flags take no value). Throws mt::Error.

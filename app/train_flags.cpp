@@ -96,9 +96,12 @@ ModelConfig model_config(const Options& o) {
   c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
   c.layernorm_zero_centered_gamma = o.flag("--apply-layernorm-1p");
-  MT_CHECK(!(o.flag("--swiglu") && o.flag("--openai-gelu"))) << "--swiglu and --openai-gelu exclude each other";
-  c.activation = o.flag("--swiglu") ? Activation::swiglu : o.flag("--openai-gelu") ? Activation::gelu_tanh
-                                                                                    : Activation::gelu;
+  MT_CHECK(o.flag("--swiglu") + o.flag("--openai-gelu") + o.flag("--squared-relu") <= 1)
+      << "--swiglu, --openai-gelu and --squared-relu exclude each other";
+  c.activation = o.flag("--swiglu")         ? Activation::swiglu
+                 : o.flag("--openai-gelu")  ? Activation::gelu_tanh
+                 : o.flag("--squared-relu") ? Activation::squared_relu
+                                            : Activation::gelu;
   c.add_bias_linear = !o.flag("--disable-bias-linear");
   c.hidden_dropout = static_cast<float>(o.real("--hidden-dropout"));
   c.attention_dropout = static_cast<float>(o.real("--attention-dropout"));

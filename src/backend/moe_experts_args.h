@@ -4,13 +4,14 @@
 
 #include <cstdint>
 
-#include "backend/activation_args.h"  // GeluForm
+#include "backend/activation_args.h"  // PointwiseActivation
 
 namespace mt {
 
-// The experts' activation, as the dense MLP has it: GeLU on fc1's output [n, ffn], or SwiGLU on
+// The experts' activation, as the dense MLP has it: a pointwise one (GeLU, squared ReLU) on fc1's
+// output [n, ffn], or SwiGLU on
 // fc1's output [n, 2·ffn] = [gate | up] (Megatron's --swiglu, chunk(2) on the last dim).
-enum class MoeExpertActivation : uint8_t { gelu, swiglu };
+enum class MoeExpertActivation : uint8_t { pointwise, swiglu };
 
 // sequential: one linear/activation/linear op call per expert (Megatron's SequentialMLP, the
 // reference); grouped: one backend call over every expert's rows (Megatron's GroupedMLP,
@@ -18,8 +19,8 @@ enum class MoeExpertActivation : uint8_t { gelu, swiglu };
 enum class MoeExpertsImpl : uint8_t { sequential, grouped };
 
 struct MoeExpertsOptions {
-  MoeExpertActivation activation = MoeExpertActivation::gelu;
-  GeluForm gelu_form = GeluForm::erf;  // gelu only
+  MoeExpertActivation activation = MoeExpertActivation::pointwise;
+  PointwiseActivation pointwise = PointwiseActivation::gelu;  // pointwise only
   MoeExpertsImpl impl = MoeExpertsImpl::grouped;
 };
 

@@ -174,8 +174,8 @@ void ModelConfig::finalize_moe() {
 
 MoeExpertsOptions ModelConfig::moe_experts_options() const {
   MoeExpertsOptions o;
-  o.activation = activation == Activation::swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::gelu;
-  o.gelu_form = activation == Activation::gelu_tanh ? GeluForm::tanh : GeluForm::erf;
+  o.activation = activation == Activation::swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::pointwise;
+  if (activation != Activation::swiglu) o.pointwise = pointwise_activation(activation);
   o.impl = moe.experts_impl;
   return o;
 }
@@ -202,6 +202,26 @@ void StageRange::validate(const ModelConfig& c) const {
   MT_CHECK(num_layers() > 0 || embedding || head) << "a stage holds no layer, no embedding and no output layer";
 }
 
+PointwiseActivation pointwise_activation(Activation a) {
+  switch (a) {
+    case Activation::gelu: return PointwiseActivation::gelu;
+    case Activation::gelu_tanh: return PointwiseActivation::gelu_tanh;
+    case Activation::squared_relu: return PointwiseActivation::squared_relu;
+    case Activation::swiglu: break;
+  }
+  MT_FAIL() << "SwiGLU is a gated activation, not a pointwise one";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::gelu: return "GeLU";
+    case Activation::gelu_tanh: return "GeLU (tanh)";
+    case Activation::swiglu: return "SwiGLU";
+    case Activation::squared_relu: return "squared ReLU";
+  }
+  return "?";
+}
+
 ModelConfig ModelConfig::tp_local() const {
   ModelConfig c = *this;
   c.num_attention_heads /= tensor_model_parallel_size;
@@ -223,7 +243,7 @@ std::string ModelConfig::summary() const {
     << seq_length << ", vocab " << vocab_size << " (padded " << padded_vocab_size() << "), "
     << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm")
     << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << ", "
-    << (activation == Activation::swiglu ? "SwiGLU" : activation == Activation::gelu_tanh ? "GeLU(tanh)" : "GeLU")
+    << activation_name(activation)
     << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions");
   if (position_embedding_type == PositionEmbedding::rope && rotary_percent < 1.0)
     s << " on " << rotary_dim() << " of " << kv_channels << " head dims (--rotary-percent " << rotary_percent << ")";

@@ -16,8 +16,12 @@ namespace mt {
 enum class PositionEmbedding { learned_absolute, rope };
 enum class Normalization { layernorm, rmsnorm };
 // gelu: exact erf form (Megatron's default F.gelu); gelu_tanh: --openai-gelu (GPT-2's form);
-// swiglu: --swiglu.
-enum class Activation { gelu, gelu_tanh, swiglu };
+// swiglu: --swiglu; squared_relu: --squared-relu.  Checkpoints record the value: append only.
+enum class Activation { gelu, gelu_tanh, swiglu, squared_relu };
+// The kernel form of a pointwise activation (every one but swiglu).
+PointwiseActivation pointwise_activation(Activation a);
+// "GeLU", "GeLU (tanh)", "SwiGLU", "squared ReLU": for logs and messages.
+const char* activation_name(Activation a);
 // flash: online softmax, keeps no [s, s] tensor; unfused: Megatron's local attention that stores
 // the probabilities (--attention-backend flash | unfused).
 enum class AttentionImpl { flash, unfused };

@@ -33,10 +33,7 @@ double decimal(float x) {
 std::string describe(const ModelConfig& c) {
   const char* norm = c.normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm";
   const char* positions = c.position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions";
-  const char* act = c.activation == Activation::swiglu      ? "SwiGLU"
-                    : c.activation == Activation::gelu_tanh ? "GeLU (tanh)"
-                                                            : "GeLU";
-  return std::string(norm) + ", " + positions + " and " + act;
+  return std::string(norm) + ", " + positions + " and " + activation_name(c.activation);
 }
 
 // The value of `key`, or `fallback` when config.json lacks it or holds null.
@@ -179,7 +176,7 @@ HfArchitecture hf_architecture_of(const ModelConfig& c) {
     return HfArchitecture::mixtral;
   }
   if (c.normalization == Normalization::layernorm && c.position_embedding_type == PositionEmbedding::learned_absolute &&
-      c.activation != Activation::swiglu) {
+      (c.activation == Activation::gelu || c.activation == Activation::gelu_tanh)) {
     MT_CHECK(c.add_bias_linear) << "GPT2LMHeadModel has biases in every linear layer; this model was trained with "
                                 << "--disable-bias-linear";
     MT_CHECK(c.num_query_groups == c.num_attention_heads)

@@ -21,32 +21,34 @@ Shape doubled_last(const TensorView& t) {
   return s;
 }
 
-void check_form(GeluForm form, const char* op) {
-  MT_CHECK(form == GeluForm::erf || form == GeluForm::tanh) << op << ": unknown GeluForm " << static_cast<int>(form);
+void check_kind(PointwiseActivation act, const char* op) {
+  MT_CHECK(act == PointwiseActivation::gelu || act == PointwiseActivation::gelu_tanh ||
+           act == PointwiseActivation::squared_relu)
+      << op << ": unknown PointwiseActivation " << static_cast<int>(act);
 }
 
 }  // namespace
 
-void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form) {
-  const char* op = "gelu_fwd";
+void pointwise_activation_fwd(const TensorView& out, const TensorView& inp, PointwiseActivation act) {
+  const char* op = "pointwise_activation_fwd";
   check_f32(inp, op, "inp");
   check_f32(out, op, "out");
   check_shape(out, inp.shape, op, "out");
-  check_form(form, op);
+  check_kind(act, op);
   check_same_device({out, inp}, op);
-  MT_ROUTE(inp.device, op, gelu_fwd(out, inp, form));
+  MT_ROUTE(inp.device, op, pointwise_activation_fwd(out, inp, act));
 }
 
-void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form) {
-  const char* op = "gelu_bwd";
+void pointwise_activation_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, PointwiseActivation act) {
+  const char* op = "pointwise_activation_bwd";
   check_f32(inp, op, "inp");
   check_f32(dout, op, "dout");
   check_f32(dinp, op, "dinp");
   check_shape(dout, inp.shape, op, "dout");
   check_shape(dinp, inp.shape, op, "dinp");
-  check_form(form, op);
+  check_kind(act, op);
   check_same_device({dinp, dout, inp}, op);
-  MT_ROUTE(inp.device, op, gelu_bwd(dinp, dout, inp, form));
+  MT_ROUTE(inp.device, op, pointwise_activation_bwd(dinp, dout, inp, act));
 }
 
 void swiglu_fwd(const TensorView& out, const TensorView& inp) {

@@ -49,10 +49,11 @@ struct ExpertDims {
 
 ExpertDims check_experts(const TensorView& inp, const TensorView& counts, const TensorView& weight1,
                          const TensorView& weight2, const MoeExpertsOptions& o, const char* op) {
-  MT_CHECK(o.activation == MoeExpertActivation::gelu || o.activation == MoeExpertActivation::swiglu)
+  MT_CHECK(o.activation == MoeExpertActivation::pointwise || o.activation == MoeExpertActivation::swiglu)
       << op << ": unknown MoeExpertActivation " << static_cast<int>(o.activation);
-  MT_CHECK(o.gelu_form == GeluForm::erf || o.gelu_form == GeluForm::tanh)
-      << op << ": unknown GeluForm " << static_cast<int>(o.gelu_form);
+  MT_CHECK(o.pointwise == PointwiseActivation::gelu || o.pointwise == PointwiseActivation::gelu_tanh ||
+           o.pointwise == PointwiseActivation::squared_relu)
+      << op << ": unknown PointwiseActivation " << static_cast<int>(o.pointwise);
   MT_CHECK(o.impl == MoeExpertsImpl::sequential || o.impl == MoeExpertsImpl::grouped)
       << op << ": unknown MoeExpertsImpl " << static_cast<int>(o.impl);
   MT_CHECK(weight1.ndim() == 3 && weight2.ndim() == 3)
@@ -90,12 +91,12 @@ TensorView expert_weight(const TensorView& w, int64_t e) {
 
 void activation_fwd(const TensorView& act, const TensorView& pre, const MoeExpertsOptions& o) {
   if (o.activation == MoeExpertActivation::swiglu) return swiglu_fwd(act, pre);
-  gelu_fwd(act, pre, o.gelu_form);
+  pointwise_activation_fwd(act, pre, o.pointwise);
 }
 
 void activation_bwd(const TensorView& dpre, const TensorView& dact, const TensorView& pre, const MoeExpertsOptions& o) {
   if (o.activation == MoeExpertActivation::swiglu) return swiglu_bwd(dpre, dact, pre);
-  gelu_bwd(dpre, dact, pre, o.gelu_form);
+  pointwise_activation_bwd(dpre, dact, pre, o.pointwise);
 }
 
 }  // namespace

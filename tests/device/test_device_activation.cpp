@@ -18,21 +18,22 @@ HostTensor activation_input(Shape s, uint64_t seed) {
 // The CUDA build may contract multiply-adds differently from the CPU's: a few ulp, scaled by |x|.
 constexpr double kAtol = 1e-6, kRtol = 1e-5;
 
-TEST(DeviceActivation, GeluBothFormsForwardAndBackward) {
-  for (GeluForm form : {GeluForm::erf, GeluForm::tanh})
+TEST(DeviceActivation, PointwiseForwardAndBackward) {
+  for (PointwiseActivation form :
+       {PointwiseActivation::gelu, PointwiseActivation::gelu_tanh, PointwiseActivation::squared_relu})
     for (Shape shape : {Shape{1, 1}, Shape{7, 37}, Shape{3, 5, 257}, Shape{64, 1000}}) {
-      SCOPED_TRACE(shape.str() + (form == GeluForm::erf ? " erf" : " tanh"));
+      SCOPED_TRACE(shape.str() + " activation " + std::to_string(static_cast<int>(form)));
       DeviceCase dev;
       HostTensor x = activation_input(shape, 11), dy = randn(shape, 12), y = zeros(shape);
       HostTensor dx = randn(shape, 13);  // accumulated into
       const TensorView dx_dev = dev.upload(dx), x_dev = dev.upload(x), dy_dev = dev.upload(dy);
       const TensorView y_dev = dev.poisoned(DType::f32, shape);
-      gelu_fwd(y.view(), x.view(), form);
-      gelu_fwd(y_dev, x_dev, form);
-      dev.expect_matches(y_dev, y, kAtol, kRtol, "gelu_fwd");
-      gelu_bwd(dx.view(), dy.view(), x.view(), form);
-      gelu_bwd(dx_dev, dy_dev, x_dev, form);
-      dev.expect_matches(dx_dev, dx, kAtol, kRtol, "gelu_bwd");
+      pointwise_activation_fwd(y.view(), x.view(), form);
+      pointwise_activation_fwd(y_dev, x_dev, form);
+      dev.expect_matches(y_dev, y, kAtol, kRtol, "pointwise_activation_fwd");
+      pointwise_activation_bwd(dx.view(), dy.view(), x.view(), form);
+      pointwise_activation_bwd(dx_dev, dy_dev, x_dev, form);
+      dev.expect_matches(dx_dev, dx, kAtol, kRtol, "pointwise_activation_bwd");
     }
 }
 

@@ -141,18 +141,18 @@ TEST(DeviceMoeExperts, ExpertMlp) {
   const int64_t rows = 43;
   struct Act {
     MoeExpertActivation activation;
-    GeluForm form;
+    PointwiseActivation form;
   };
-  for (Act act : {Act{MoeExpertActivation::gelu, GeluForm::erf}, Act{MoeExpertActivation::gelu, GeluForm::tanh},
-                  Act{MoeExpertActivation::swiglu, GeluForm::erf}})
+  for (Act act : {Act{MoeExpertActivation::pointwise, PointwiseActivation::gelu}, Act{MoeExpertActivation::pointwise, PointwiseActivation::gelu_tanh},
+                  Act{MoeExpertActivation::swiglu, PointwiseActivation::gelu}})
     for (MoeExpertsImpl impl : {MoeExpertsImpl::grouped, MoeExpertsImpl::sequential}) {
       SCOPED_TRACE(::testing::Message() << "swiglu " << (act.activation == MoeExpertActivation::swiglu) << " tanh "
-                                        << (act.form == GeluForm::tanh) << " grouped "
+                                        << (act.form == PointwiseActivation::gelu_tanh) << " grouped "
                                         << (impl == MoeExpertsImpl::grouped));
       DeviceCase dev;
       MoeExpertsOptions o;
       o.activation = act.activation;
-      o.gelu_form = act.form;
+      o.pointwise = act.form;
       o.impl = impl;
       const int64_t f1 = act.activation == MoeExpertActivation::swiglu ? 2 * ffn : ffn;
       HostTensor counts = zeros({experts}, DType::i32);

@@ -11,9 +11,12 @@ namespace {
 
 ModelConfig tiny(bool llama) { return test::tiny_gpt(llama, 9); }
 
-// rotary_percent / interleaved: RoPE's --rotary-percent and --rotary-interleaved (Llama style).
-void gradcheck(bool llama, AttentionImpl impl, double rotary_percent = 1.0, bool interleaved = false) {
+// rotary_percent / interleaved: RoPE's --rotary-percent and --rotary-interleaved (Llama style);
+// squared_relu: --squared-relu (GPT-2 style).
+void gradcheck(bool llama, AttentionImpl impl, double rotary_percent = 1.0, bool interleaved = false,
+               bool squared_relu = false) {
   ModelConfig c = tiny(llama);
+  if (squared_relu) c.activation = Activation::squared_relu;
   c.attention_impl = impl;
   c.rotary_percent = rotary_percent;
   c.rotary_interleaved = interleaved;
@@ -78,6 +81,7 @@ TEST(ModelGradcheck, LlamaStyleWithDropout) { gradcheck(true, AttentionImpl::fla
 TEST(ModelGradcheck, UnfusedAttentionWithDropout) { gradcheck(true, AttentionImpl::unfused); }
 // Head dim 6 at --rotary-percent 0.5: rotary dim 3, so 2 pairs rotated and 2 elements passed through.
 TEST(ModelGradcheck, PartialInterleavedRope) { gradcheck(true, AttentionImpl::flash, 0.5, true); }
+TEST(ModelGradcheck, SquaredRelu) { gradcheck(false, AttentionImpl::flash, 1.0, false, true); }
 
 TEST(ModelGradcheck, DropoutRoundChangesMasksAndEvaluationHasNone) {
   ModelConfig c = tiny(false);

@@ -19,13 +19,13 @@ std::vector<double> plus(const std::vector<double>& a, const std::vector<double>
 
 const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
 
-double gelu_ref(double x, GeluForm form) {
-  if (form == GeluForm::erf) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+double gelu_ref(double x, PointwiseActivation form) {
+  if (form == PointwiseActivation::gelu) return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
   return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x)));
 }
 
-double gelu_grad_ref(double x, GeluForm form) {
-  if (form == GeluForm::erf)
+double gelu_grad_ref(double x, PointwiseActivation form) {
+  if (form == PointwiseActivation::gelu)
     return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
   const double u = kSqrt2OverPi * (x + 0.044715 * x * x * x), t = std::tanh(u);
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * 0.044715 * x * x);
@@ -49,19 +49,19 @@ HostTensor activation_inputs(Shape s, uint64_t seed) {
 // Forward: the kernels use a vectorised exp (few ulp) and a 1.2e-7-relative erfc fit, so 1e-6
 // absolute plus 2e-6 relative holds everywhere (tails included), while using the other GeLU form
 // (differences up to 1e-3 near |x| ≈ 2) or a wrong constant fails.
-void check_gelu_forward(GeluForm form, Shape shape) {
+void check_gelu_forward(PointwiseActivation form, Shape shape) {
   HostTensor x = activation_inputs(shape, 61), y = zeros(shape);
-  gelu_fwd(y.view(), x.view(), form);
+  pointwise_activation_fwd(y.view(), x.view(), form);
   std::vector<double> ref(x.numel());
   for (int64_t i = 0; i < x.numel(); ++i) ref[i] = gelu_ref(x.f32()[i], form);
-  expect_close(y.f32(), ref, 1e-6, 2e-6, form == GeluForm::erf ? "gelu erf" : "gelu tanh");
+  expect_close(y.f32(), ref, 1e-6, 2e-6, form == PointwiseActivation::gelu ? "gelu erf" : "gelu tanh");
 }
 
-TEST(Gelu, ErfFormMatchesFp64Reference) { check_gelu_forward(GeluForm::erf, {7, 37}); }
-TEST(Gelu, TanhFormMatchesFp64Reference) { check_gelu_forward(GeluForm::tanh, {7, 37}); }
+TEST(Gelu, ErfFormMatchesFp64Reference) { check_gelu_forward(PointwiseActivation::gelu, {7, 37}); }
+TEST(Gelu, TanhFormMatchesFp64Reference) { check_gelu_forward(PointwiseActivation::gelu_tanh, {7, 37}); }
 TEST(Gelu, LargeMatchesFp64Reference) {
-  check_gelu_forward(GeluForm::erf, {64, 3001});
-  check_gelu_forward(GeluForm::tanh, {64, 3001});
+  check_gelu_forward(PointwiseActivation::gelu, {64, 3001});
+  check_gelu_forward(PointwiseActivation::gelu_tanh, {64, 3001});
 }
 
 // The two forms are different functions (max gap ≈ 4.7e-4 near |x| ≈ 2.2 in the output for
@@ -69,18 +69,18 @@ TEST(Gelu, LargeMatchesFp64Reference) {
 TEST(Gelu, FormsDiffer) {
   HostTensor x = zeros({101}), a = zeros({101}), b = zeros({101});
   for (int i = 0; i < 101; ++i) x.f32()[i] = -5.0f + 0.1f * static_cast<float>(i);
-  gelu_fwd(a.view(), x.view(), GeluForm::erf);
-  gelu_fwd(b.view(), x.view(), GeluForm::tanh);
+  pointwise_activation_fwd(a.view(), x.view(), PointwiseActivation::gelu);
+  pointwise_activation_fwd(b.view(), x.view(), PointwiseActivation::gelu_tanh);
   double gap = 0.0;
   for (int i = 0; i < 101; ++i) gap = std::max(gap, std::fabs(static_cast<double>(a.f32()[i]) - b.f32()[i]));
   EXPECT_GT(gap, 1e-4);
   EXPECT_LT(gap, 1e-3);
 }
 
-void check_gelu_backward(GeluForm form, Shape shape, bool finite_diff) {
+void check_gelu_backward(PointwiseActivation form, Shape shape, bool finite_diff) {
   HostTensor x = activation_inputs(shape, 71), w = randn(shape, 72), dx = randn(shape, 73);
   const std::vector<double> dx0 = to_double(dx);
-  gelu_bwd(dx.view(), w.view(), x.view(), form);
+  pointwise_activation_bwd(dx.view(), w.view(), x.view(), form);
   std::vector<double> ref(dx0);
   for (int64_t i = 0; i < x.numel(); ++i) ref[i] += static_cast<double>(w.f32()[i]) * gelu_grad_ref(x.f32()[i], form);
   // gelu' is O(1) (max ≈ 1.13); f32 evaluation gives ~1e-6 relative: 2e-6 abs + 1e-5 rel.
@@ -91,17 +91,51 @@ void check_gelu_backward(GeluForm form, Shape shape, bool finite_diff) {
   // gradients by up to 2.3, a missing x·φ(x) term by up to 0.4.
   HostTensor y = zeros(shape);
   auto loss = [&] {
-    gelu_fwd(y.view(), x.view(), form);
+    pointwise_activation_fwd(y.view(), x.view(), form);
     return weighted_sum(y.f32(), w.f32(), y.numel());
   };
   expect_close(dx.f32(), plus(dx0, finite_difference(x, loss)), 5e-4, 1e-3, "gelu dinp vs finite differences");
 }
 
-TEST(Gelu, ErfBackwardMatchesReferenceAndFiniteDifferences) { check_gelu_backward(GeluForm::erf, {7, 37}, true); }
-TEST(Gelu, TanhBackwardMatchesReferenceAndFiniteDifferences) { check_gelu_backward(GeluForm::tanh, {7, 37}, true); }
+TEST(Gelu, ErfBackwardMatchesReferenceAndFiniteDifferences) { check_gelu_backward(PointwiseActivation::gelu, {7, 37}, true); }
+TEST(Gelu, TanhBackwardMatchesReferenceAndFiniteDifferences) { check_gelu_backward(PointwiseActivation::gelu_tanh, {7, 37}, true); }
 TEST(Gelu, BackwardLargeMatchesFp64Reference) {
-  check_gelu_backward(GeluForm::erf, {64, 3001}, false);
-  check_gelu_backward(GeluForm::tanh, {64, 3001}, false);
+  check_gelu_backward(PointwiseActivation::gelu, {64, 3001}, false);
+  check_gelu_backward(PointwiseActivation::gelu_tanh, {64, 3001}, false);
+}
+
+// Squared ReLU (Megatron's --squared-relu): relu(x)², gradient 2·relu(x).  The forward is one
+// multiply, so it matches fp64 to f32 rounding; a ReLU without the square, or a square without
+// the ReLU, is off by O(1) for most inputs.
+TEST(SquaredRelu, ForwardAndBackwardMatchFp64Reference) {
+  const Shape shape{64, 301};
+  HostTensor x = activation_inputs(shape, 91), y = zeros(shape), w = randn(shape, 92), dx = randn(shape, 93);
+  const std::vector<double> dx0 = to_double(dx);
+  pointwise_activation_fwd(y.view(), x.view(), PointwiseActivation::squared_relu);
+  pointwise_activation_bwd(dx.view(), w.view(), x.view(), PointwiseActivation::squared_relu);
+  std::vector<double> ref(x.numel()), dref(dx0);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double r = std::max(0.0, static_cast<double>(x.f32()[i]));
+    ref[i] = r * r;
+    dref[i] += static_cast<double>(w.f32()[i]) * 2.0 * r;
+  }
+  expect_close(y.f32(), ref, 1e-7, 1e-6, "squared relu");
+  expect_close(dx.f32(), dref, 1e-6, 1e-6, "squared relu dinp");
+}
+
+// Central differences with h = 1e-2 are exact for a quadratic away from the kink at 0; inputs
+// stay at least 0.05 from it.
+TEST(SquaredRelu, BackwardMatchesFiniteDifferences) {
+  const Shape shape{5, 23};
+  HostTensor x = randn(shape, 94, 2.0f), w = randn(shape, 95), dx = zeros(shape), y = zeros(shape);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (std::fabs(x.f32()[i]) < 0.05f) x.f32()[i] = x.f32()[i] < 0 ? -0.05f : 0.05f;
+  pointwise_activation_bwd(dx.view(), w.view(), x.view(), PointwiseActivation::squared_relu);
+  auto loss = [&] {
+    pointwise_activation_fwd(y.view(), x.view(), PointwiseActivation::squared_relu);
+    return weighted_sum(y.f32(), w.f32(), y.numel());
+  };
+  expect_close(dx.f32(), finite_difference(x, loss), 1e-3, 1e-3, "squared relu dinp vs finite differences");
 }
 
 // SwiGLU reference with Megatron's layout: gate = inp[r, 0:f], up = inp[r, f:2f].
@@ -166,9 +200,9 @@ TEST(SwiGLU, BackwardLargeMatchesFp64Reference) { check_swiglu_backward(64, 3001
 TEST(Activation, BadShapesThrow) {
   HostTensor x = randn({4, 6}, 1), y = zeros({4, 6}), bad = zeros({4, 5}), half = zeros({4, 3});
   HostTensor i32(DType::i32, {4, 6});
-  EXPECT_THROW(gelu_fwd(bad.view(), x.view(), GeluForm::erf), Error);
-  EXPECT_THROW(gelu_fwd(y.view(), i32.view(), GeluForm::erf), Error);
-  EXPECT_THROW(gelu_bwd(y.view(), bad.view(), x.view(), GeluForm::tanh), Error);
+  EXPECT_THROW(pointwise_activation_fwd(bad.view(), x.view(), PointwiseActivation::gelu), Error);
+  EXPECT_THROW(pointwise_activation_fwd(y.view(), i32.view(), PointwiseActivation::gelu), Error);
+  EXPECT_THROW(pointwise_activation_bwd(y.view(), bad.view(), x.view(), PointwiseActivation::gelu_tanh), Error);
   EXPECT_THROW(swiglu_fwd(y.view(), x.view()), Error);  // out must be half of inp's last dim
   EXPECT_THROW(swiglu_fwd(half.view(), bad.view()), Error);
   swiglu_fwd(half.view(), x.view());  // the right shapes pass

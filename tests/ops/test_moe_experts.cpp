@@ -343,12 +343,12 @@ void run_bwd(MlpTensors& m, const MoeExpertsOptions& o) {
 double phi_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 constexpr double kC = 0.7978845608028654;  // √(2/π)
 
-double act_ref(double x, GeluForm f) {
-  if (f == GeluForm::erf) return x * phi_cdf(x);
+double act_ref(double x, PointwiseActivation f) {
+  if (f == PointwiseActivation::gelu) return x * phi_cdf(x);
   return 0.5 * x * (1.0 + std::tanh(kC * (x + 0.044715 * x * x * x)));
 }
-double act_grad_ref(double x, GeluForm f) {
-  if (f == GeluForm::erf) return phi_cdf(x) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+double act_grad_ref(double x, PointwiseActivation f) {
+  if (f == PointwiseActivation::gelu) return phi_cdf(x) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
   const double th = std::tanh(kC * (x + 0.044715 * x * x * x));
   return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * kC * (1.0 + 3.0 * 0.044715 * x * x);
 }
@@ -378,7 +378,7 @@ MlpRef mlp_ref(const MlpCase& c, MlpTensors& m, const Vec& dinp0, const Vec& dw1
           const double g = pre[j], s = 1.0 / (1.0 + std::exp(-g));
           act[j] = g * s * pre[ffn + j];
         } else {
-          act[j] = act_ref(pre[j], c.options.gelu_form);
+          act[j] = act_ref(pre[j], c.options.pointwise);
         }
       }
       for (int64_t o = 0; o < h; ++o) {
@@ -394,7 +394,7 @@ MlpRef mlp_ref(const MlpCase& c, MlpTensors& m, const Vec& dinp0, const Vec& dw1
           dpre[j] = dact[j] * u * s * (1.0 + g * (1.0 - s));
           dpre[ffn + j] = dact[j] * g * s;
         } else {
-          dpre[j] = dact[j] * act_grad_ref(pre[j], c.options.gelu_form);
+          dpre[j] = dact[j] * act_grad_ref(pre[j], c.options.pointwise);
         }
       }
       for (int64_t o = 0; o < f1; ++o)
@@ -406,17 +406,17 @@ MlpRef mlp_ref(const MlpCase& c, MlpTensors& m, const Vec& dinp0, const Vec& dw1
   return ref;
 }
 
-MoeExpertsOptions opts(MoeExpertActivation a, GeluForm f, MoeExpertsImpl impl) {
+MoeExpertsOptions opts(MoeExpertActivation a, PointwiseActivation f, MoeExpertsImpl impl) {
   MoeExpertsOptions o;
   o.activation = a;
-  o.gelu_form = f;
+  o.pointwise = f;
   o.impl = impl;
   return o;
 }
 
 // Both implementations against the fp64 reference, forward and backward, and the backward against
 // central differences of Σ out·dout. Counts include an empty expert and a one-row expert.
-void check_mlp_reference(MoeExpertActivation a, GeluForm f) {
+void check_mlp_reference(MoeExpertActivation a, PointwiseActivation f) {
   for (MoeExpertsImpl impl : {MoeExpertsImpl::sequential, MoeExpertsImpl::grouped}) {
     SCOPED_TRACE(impl == MoeExpertsImpl::grouped ? "grouped" : "sequential");
     MlpCase c{{3, 0, 5, 1}, 6, 5, opts(a, f, impl)};
@@ -452,13 +452,13 @@ void check_mlp_reference(MoeExpertActivation a, GeluForm f) {
 }
 
 TEST(MoeExperts, MlpGeluMatchesFp64ReferenceAndFiniteDifferences) {
-  check_mlp_reference(MoeExpertActivation::gelu, GeluForm::erf);
+  check_mlp_reference(MoeExpertActivation::pointwise, PointwiseActivation::gelu);
 }
 TEST(MoeExperts, MlpGeluTanhMatchesFp64ReferenceAndFiniteDifferences) {
-  check_mlp_reference(MoeExpertActivation::gelu, GeluForm::tanh);
+  check_mlp_reference(MoeExpertActivation::pointwise, PointwiseActivation::gelu_tanh);
 }
 TEST(MoeExperts, MlpSwigluMatchesFp64ReferenceAndFiniteDifferences) {
-  check_mlp_reference(MoeExpertActivation::swiglu, GeluForm::erf);
+  check_mlp_reference(MoeExpertActivation::swiglu, PointwiseActivation::gelu);
 }
 
 // Sets the OpenMP thread count for a scope (the suite runs with OMP_NUM_THREADS=1).
@@ -529,23 +529,23 @@ void check_grouped_vs_sequential(MlpCase c, int threads, bool with_dinp) {
 
 // Skewed: one expert with most rows, two empty, one with one row (the GEMV path).
 MlpCase skewed(MoeExpertActivation a) {
-  return {{700, 0, 33, 1, 130, 0, 64, 90}, 64, 48, opts(a, GeluForm::erf, MoeExpertsImpl::grouped)};
+  return {{700, 0, 33, 1, 130, 0, 64, 90}, 64, 48, opts(a, PointwiseActivation::gelu, MoeExpertsImpl::grouped)};
 }
 
 TEST(MoeExperts, GroupedEqualsSequentialBitForBitOnOneThread) {
-  check_grouped_vs_sequential(skewed(MoeExpertActivation::gelu), 1, true);
+  check_grouped_vs_sequential(skewed(MoeExpertActivation::pointwise), 1, true);
   check_grouped_vs_sequential(skewed(MoeExpertActivation::swiglu), 1, true);
   check_grouped_vs_sequential(skewed(MoeExpertActivation::swiglu), 1, false);
 }
 
 TEST(MoeExperts, GroupedEqualsSequentialOnSeveralThreads) {
-  check_grouped_vs_sequential(skewed(MoeExpertActivation::gelu), 4, true);
+  check_grouped_vs_sequential(skewed(MoeExpertActivation::pointwise), 4, true);
   check_grouped_vs_sequential(skewed(MoeExpertActivation::swiglu), 3, false);
 }
 
 TEST(MoeExperts, AllExpertsEmptyButOne) {
   for (MoeExpertsImpl impl : {MoeExpertsImpl::sequential, MoeExpertsImpl::grouped}) {
-    MlpCase c{{0, 0, 4, 0}, 8, 6, opts(MoeExpertActivation::swiglu, GeluForm::erf, impl)};
+    MlpCase c{{0, 0, 4, 0}, 8, 6, opts(MoeExpertActivation::swiglu, PointwiseActivation::gelu, impl)};
     MlpTensors m = make_mlp(c, 60);
     const Vec dinp0 = to_double(m.dinp), dw10 = to_double(m.dw1), dw20 = to_double(m.dw2);
     run_fwd(m, c.options);
@@ -558,7 +558,7 @@ TEST(MoeExperts, AllExpertsEmptyButOne) {
 }
 
 TEST(MoeExperts, NoRowsAtAll) {
-  MlpCase c{{0, 0}, 8, 6, opts(MoeExpertActivation::gelu, GeluForm::erf, MoeExpertsImpl::grouped)};
+  MlpCase c{{0, 0}, 8, 6, opts(MoeExpertActivation::pointwise, PointwiseActivation::gelu, MoeExpertsImpl::grouped)};
   MlpTensors m = make_mlp(c, 61);
   const Vec dw10 = to_double(m.dw1);
   run_fwd(m, c.options);
@@ -567,7 +567,7 @@ TEST(MoeExperts, NoRowsAtAll) {
 }
 
 TEST(MoeExperts, BadInputsThrow) {
-  MlpCase c{{2, 3}, 4, 3, opts(MoeExpertActivation::gelu, GeluForm::erf, MoeExpertsImpl::grouped)};
+  MlpCase c{{2, 3}, 4, 3, opts(MoeExpertActivation::pointwise, PointwiseActivation::gelu, MoeExpertsImpl::grouped)};
   MlpTensors m = make_mlp(c, 70);
   m.counts.i32()[0] = 3;  // sums to 6, inp has 5 rows
   expect_error_mentioning([&] { run_fwd(m, c.options); }, "sums to 6");
@@ -577,7 +577,7 @@ TEST(MoeExperts, BadInputsThrow) {
   m.counts.i32()[0] = 2;
   m.counts.i32()[1] = 3;
   // GeLU weights under SwiGLU: fc1 needs 2·ffn rows.
-  expect_error_mentioning([&] { run_fwd(m, opts(MoeExpertActivation::swiglu, GeluForm::erf, MoeExpertsImpl::grouped)); },
+  expect_error_mentioning([&] { run_fwd(m, opts(MoeExpertActivation::swiglu, PointwiseActivation::gelu, MoeExpertsImpl::grouped)); },
                           "2·ffn");
   Routing r = make_routing({});
   HostTensor tokens = randn({24, 4}, 71), rows = zeros({5, 4}), idx = zeros({5}, DType::i32),

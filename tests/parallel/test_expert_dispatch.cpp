@@ -274,7 +274,7 @@ TEST(ExpertDispatch, MatchesTheUnshardedReference) {
         const bool swiglu = c % 2 == 1;  // alternate cases, so both activations meet every layout
         SCOPED_TRACE(std::string(type_name(type)) + " ep " + std::to_string(layout.ep) + " etp " +
                      std::to_string(layout.etp) + ", " + cap.name + (swiglu ? ", swiglu" : ", gelu"));
-        Experts ex = make_experts(swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::gelu);
+        Experts ex = make_experts(swiglu ? MoeExpertActivation::swiglu : MoeExpertActivation::pointwise);
         Routing all = route(sources, cap.options, 30);
         HostTensor x_all = randn({sources * kT, kH}, 31), dout_all = randn({sources * kT, kH}, 32);
         Reference ref = run_reference(ex, x_all, all, dout_all);

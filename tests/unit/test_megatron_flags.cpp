@@ -77,6 +77,32 @@ TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
   EXPECT_NE(error_of({"--transformer-impl", "cudnn"}).find("must be one of"), std::string::npos);
 }
 
+// The SC21 paper's scripts under Megatron-LM's examples/ still pass flags its parser dropped.
+TEST(MegatronFlags, OldFlagsAreReadAsTheirCurrentNames) {
+  const Options o = parse_options("train", {"--activations-checkpoint-method", "block", "--DDP-impl", "local",
+                                            "--activations-checkpoint-num-layers=2", "--hidden-size", "64"});
+  EXPECT_EQ(o.text("--recompute-granularity"), "full");
+  EXPECT_EQ(o.text("--recompute-method"), "block");
+  EXPECT_EQ(o.integer("--recompute-num-layers"), 2);
+  EXPECT_EQ(o.integer("--hidden-size"), 64);
+  const std::string line = o.megatron_notes_line();
+  EXPECT_NE(line.find("Megatron-LM's old flags read as today's: --activations-checkpoint-method block as "
+                      "--recompute-granularity full --recompute-method block ("),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("--DDP-impl local (no effect: "), std::string::npos) << line;
+  const Options old = parse_options("train", {"--checkpoint-activations"});
+  EXPECT_EQ(old.text("--recompute-method"), "uniform");
+  // The values are still checked, and the old name cannot contradict the new one.
+  EXPECT_NE(error_of({"--DDP-impl", "fsdp"}).find("--DDP-impl must be one of local|torch"), std::string::npos);
+  EXPECT_NE(error_of({"--activations-checkpoint-method", "all"}).find("--recompute-method must be one of"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--activations-checkpoint-method", "uniform", "--recompute-method", "block"})
+                .find("given twice with different values"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--activations-checkpoint-method"}).find("needs a value"), std::string::npos);
+}
+
 TEST(MegatronFlags, TyposAreUnknownWithTheNearestName) {
   const std::string e = error_of({"--use-mcore-model"});
   EXPECT_NE(e.find("unknown option --use-mcore-model"), std::string::npos) << e;

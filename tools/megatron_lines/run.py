@@ -392,6 +392,22 @@ def peel(binary, argv, world, timeout, limit=60):
     return refused, "(stopped peeling)"
 
 
+def planned_flags(binary):
+    """The Megatron flags the binary refuses as planned (features of open issues), from `megatron flags`."""
+    out = subprocess.run([binary, "flags", "--markdown"], capture_output=True, text=True, check=True).stdout
+    section = out.split("\n## not implemented yet (planned)\n", 1)[1].split("\n## ", 1)[0] if \
+        "\n## not implemented yet (planned)\n" in out else ""
+    return set(re.findall(r"`(--[^`]+)`", section))
+
+
+def waits_for_planned(result, planned):
+    """A failing line whose every refused flag is planned and that plans once they are left out: what
+    the issue's "Done when" excuses."""
+    refused = result.get("refused_flags") or []
+    return (not (result["plan_ok"] and result["train_ok"]) and bool(refused)
+            and all(f in planned for f in refused) and result.get("after_refused") == "")
+
+
 def run_line(args, rec, line, tmp, plan_timeout):
     rc, out = run_cmd(plan_cmd(args.megatron, line.argv, line.world), plan_timeout, cwd=tmp)
     plan_err = first_error(rc, out, plan_timeout)
@@ -435,6 +451,12 @@ def md_escape(text):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def shown_path(path):
+    """A path as the docs show it: relative to the repository when inside it (no machine paths in docs)."""
+    rel = os.path.relpath(path, REPO)
+    return path if rel.startswith("..") else rel
+
+
 def write_markdown(path, results, args):
     ex = [r for r in results if r["kind"] == "example"]
     ft = [r for r in results if r["kind"] == "functional_test"]
@@ -444,14 +466,21 @@ def write_markdown(path, results, args):
     peeled = collections.Counter(f for r in results for f in r.get("refused_flags") or [])
     after = collections.Counter(error_key(r["after_refused"]) if r["after_refused"] else "plan ok"
                                 for r in results if "after_refused" in r)
+    waiting = lambda rs: sum(1 for r in rs if r.get("waits_for_planned"))  # noqa: E731
     with open(path, "w") as f:
         f.write("# Megatron-LM command lines through megatron.cpp\n\n")
         f.write(f"`tools/megatron_lines/run.py` over {len(results)} lines ({len(ex)} from examples/, "
-                f"{len(ft)} from the functional tests); binary `{args.megatron}` as modified at "
+                f"{len(ft)} from the functional tests); binary `{shown_path(args.megatron)}` as modified at "
                 f"{', '.join(sorted(set(r['binary_mtime'] for r in results)))}.\n\n")
-        f.write("| source | lines | plan ok | train ok |\n|---|---|---|---|\n")
+        f.write("| source | lines | plan ok | train ok | wait only for planned features | train ok among the rest |\n"
+                "|---|---|---|---|---|---|\n")
         for label, rs in (("examples", ex), ("functional tests", ft), ("all", results)):
-            f.write(f"| {label} | {len(rs)} | {count(rs, 'plan_ok')} | {count(rs, 'train_ok')} |\n")
+            rest = len(rs) - waiting(rs)
+            share = f"{100.0 * count(rs, 'train_ok') / rest:.0f}%" if rest else "—"
+            f.write(f"| {label} | {len(rs)} | {count(rs, 'plan_ok')} | {count(rs, 'train_ok')} | {waiting(rs)} | "
+                    f"{share} |\n")
+        f.write("\nA line *waits only for planned features* when every flag it is refused names a feature of an "
+                "open issue (`megatron flags`: \"not implemented yet (planned)\") and plan passes without them.\n")
         f.write("\n## First errors (train's, or plan's when train ran clean or did not run)\n\n"
                 "| lines | first error |\n|---|---|\n")
         for key, n in first.most_common():
@@ -514,6 +543,7 @@ def main():
             return
         results = []
         plan_timeout = max(10, args.timeout // 3)
+        planned = planned_flags(args.megatron)
         for k, rec in enumerate(records):
             tmp = os.path.join(base, "lines", re.sub(r"[^\w.@-]", "_", rec["name"]))
             for _attempt in range(3):  # again, from a clean directory, when the binary was rebuilt meanwhile
@@ -525,6 +555,7 @@ def main():
                 result["binary_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
                 if os.path.exists(args.megatron) and os.stat(args.megatron).st_mtime == mtime:
                     break
+            result["waits_for_planned"] = waits_for_planned(result, planned)
             results.append(result)
             shutil.rmtree(tmp, ignore_errors=True)
             status = lambda ok: "ok" if ok else ("-" if ok is None else "FAIL")  # noqa: E731
@@ -535,7 +566,8 @@ def main():
                   flush=True)
         ok_plan = sum(1 for r in results if r["plan_ok"])
         ok_train = sum(1 for r in results if r["train_ok"])
-        print(f"\n{len(results)} lines: plan ok {ok_plan}, train ok {ok_train}")
+        print(f"\n{len(results)} lines: plan ok {ok_plan}, train ok {ok_train}, waiting only for planned features "
+              f"{sum(1 for r in results if r['waits_for_planned'])}")
         first = collections.Counter(error_key(r["train_error"] or r["plan_error"]) for r in results
                                     if r["train_error"] or r["plan_error"])
         for key, n in first.most_common(30):

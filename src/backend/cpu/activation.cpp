@@ -1,4 +1,4 @@
-// CPU kernels for GeLU (erf and tanh forms) and SwiGLU: loops over the per-element arithmetic of
+// CPU kernels for the pointwise activations (GeLU in both forms, squared ReLU) and SwiGLU: loops over the per-element arithmetic of
 // backend/math/activation_math.h (shared with the CUDA kernels), built on the vectorisable exp so
 // every loop here vectorises (glibc's erff/tanhf would not without -ffast-math).
 #include "backend/cpu/activation.h"
@@ -7,30 +7,43 @@
 
 namespace mt::cpu {
 
-void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form) {
-  const int64_t n = inp.numel();
-  const float* x = inp.f32();
+namespace {
+
+template <PointwiseActivation A>
+void pointwise_fwd(float* y, const float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = pointwise_value<A>(x[i]);
+}
+
+template <PointwiseActivation A>
+void pointwise_bwd(float* dx, const float* dy, const float* x, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * pointwise_grad<A>(x[i]);
+}
+
+}  // namespace
+
+void pointwise_activation_fwd(const TensorView& out, const TensorView& inp, PointwiseActivation act) {
   float* y = out.f32();
-  if (form == GeluForm::erf) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) y[i] = gelu_erf(x[i]);
-  } else {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
+  const float* x = inp.f32();
+  const int64_t n = inp.numel();
+  switch (act) {
+    case PointwiseActivation::gelu: return pointwise_fwd<PointwiseActivation::gelu>(y, x, n);
+    case PointwiseActivation::gelu_tanh: return pointwise_fwd<PointwiseActivation::gelu_tanh>(y, x, n);
+    case PointwiseActivation::squared_relu: return pointwise_fwd<PointwiseActivation::squared_relu>(y, x, n);
   }
 }
 
-void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form) {
-  const int64_t n = inp.numel();
-  const float* x = inp.f32();
-  const float* dy = dout.f32();
+void pointwise_activation_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp,
+                              PointwiseActivation act) {
   float* dx = dinp.f32();
-  if (form == GeluForm::erf) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_erf_grad(x[i]);
-  } else {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * gelu_tanh_grad(x[i]);
+  const float* dy = dout.f32();
+  const float* x = inp.f32();
+  const int64_t n = inp.numel();
+  switch (act) {
+    case PointwiseActivation::gelu: return pointwise_bwd<PointwiseActivation::gelu>(dx, dy, x, n);
+    case PointwiseActivation::gelu_tanh: return pointwise_bwd<PointwiseActivation::gelu_tanh>(dx, dy, x, n);
+    case PointwiseActivation::squared_relu: return pointwise_bwd<PointwiseActivation::squared_relu>(dx, dy, x, n);
   }
 }
 

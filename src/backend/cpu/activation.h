@@ -6,8 +6,8 @@
 
 namespace mt::cpu {
 
-void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form);
-void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form);
+void pointwise_activation_fwd(const TensorView& out, const TensorView& inp, PointwiseActivation act);
+void pointwise_activation_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, PointwiseActivation act);
 void swiglu_fwd(const TensorView& out, const TensorView& inp);
 void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp);
 

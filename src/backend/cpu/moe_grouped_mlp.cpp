@@ -107,12 +107,12 @@ void weight_grad_gemm(float* dw, const float* dy, const float* x, int64_t n, int
 
 void activation_fwd(const TensorView& act, const TensorView& pre, const MoeExpertsOptions& o) {
   if (o.activation == MoeExpertActivation::swiglu) return swiglu_fwd(act, pre);
-  gelu_fwd(act, pre, o.gelu_form);
+  pointwise_activation_fwd(act, pre, o.pointwise);
 }
 
 void activation_bwd(const TensorView& dpre, const TensorView& dact, const TensorView& pre, const MoeExpertsOptions& o) {
   if (o.activation == MoeExpertActivation::swiglu) return swiglu_bwd(dpre, dact, pre);
-  gelu_bwd(dpre, dact, pre, o.gelu_form);
+  pointwise_activation_bwd(dpre, dact, pre, o.pointwise);
 }
 
 }  // namespace

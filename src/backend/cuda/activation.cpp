@@ -6,21 +6,20 @@
 namespace mt::cuda {
 
 namespace {
-static_assert(static_cast<int>(GeluForm::erf) == 0 && static_cast<int>(GeluForm::tanh) == 1);
 // The last dim f and the rows before it, as the CPU kernel reads them (f = 0: nothing to do).
 int64_t rows_of(const TensorView& t, int64_t f) { return f ? t.numel() / f : 0; }
 }  // namespace
 
-void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form) {
+void pointwise_activation_fwd(const TensorView& out, const TensorView& inp, PointwiseActivation act) {
   if (inp.numel() == 0) return;
-  k::gelu_fwd(out.f32(), inp.f32(), inp.numel(), static_cast<int>(form), stream());
-  check_launch("gelu_fwd");
+  k::pointwise_activation_fwd(out.f32(), inp.f32(), inp.numel(), static_cast<int>(act), stream());
+  check_launch("pointwise_activation_fwd");
 }
 
-void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form) {
+void pointwise_activation_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, PointwiseActivation act) {
   if (inp.numel() == 0) return;
-  k::gelu_bwd(dinp.f32(), dout.f32(), inp.f32(), inp.numel(), static_cast<int>(form), stream());
-  check_launch("gelu_bwd");
+  k::pointwise_activation_bwd(dinp.f32(), dout.f32(), inp.f32(), inp.numel(), static_cast<int>(act), stream());
+  check_launch("pointwise_activation_bwd");
 }
 
 void swiglu_fwd(const TensorView& out, const TensorView& inp) {

@@ -30,8 +30,8 @@ double sum_squares(const TensorView& t);
 int64_t sum_squares_chunks(int64_t n);
 
 // activation
-void gelu_fwd(const TensorView& out, const TensorView& inp, GeluForm form);
-void gelu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, GeluForm form);
+void pointwise_activation_fwd(const TensorView& out, const TensorView& inp, PointwiseActivation act);
+void pointwise_activation_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp, PointwiseActivation act);
 void swiglu_fwd(const TensorView& out, const TensorView& inp);
 void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& inp);
 

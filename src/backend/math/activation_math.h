@@ -1,10 +1,11 @@
-// Owns the per-element arithmetic of GeLU (erf and tanh forms) and SwiGLU, with their gradients,
+// Owns the per-element arithmetic of GeLU (erf and tanh forms), squared ReLU and SwiGLU, with their gradients,
 // as host/device functions (base/hd.h) that the CPU kernels (backend/cpu/activation.cpp) and the
 // CUDA kernels (backend/cuda/kernels/activation.cu) both call.
 #pragma once
 
 #include <cmath>
 
+#include "backend/activation_args.h"
 #include "backend/math/exp_math.h"
 #include "base/hd.h"
 
@@ -56,6 +57,28 @@ MT_HD inline float gelu_tanh_grad(float x) {
   const float s = z >= 0.0f ? inv : e * inv;
   const float du = act::kSqrt2OverPi * (1.0f + 3.0f * act::kGeluCubic * x * x);
   return s + x * 2.0f * (e * inv * inv) * du;
+}
+
+// max(x, 0)² and its gradient 2·max(x, 0) (Megatron's squared_relu: pow(relu(x), 2)).
+MT_HD inline float squared_relu(float x) {
+  const float r = fmaxf(x, 0.0f);
+  return r * r;
+}
+MT_HD inline float squared_relu_grad(float x) { return 2.0f * fmaxf(x, 0.0f); }
+
+// One pointwise activation and its derivative, chosen at compile time so each kernel's loop
+// holds a single form (and vectorises).
+template <PointwiseActivation A>
+MT_HD inline float pointwise_value(float x) {
+  if constexpr (A == PointwiseActivation::gelu) return gelu_erf(x);
+  else if constexpr (A == PointwiseActivation::gelu_tanh) return gelu_tanh(x);
+  else return squared_relu(x);
+}
+template <PointwiseActivation A>
+MT_HD inline float pointwise_grad(float x) {
+  if constexpr (A == PointwiseActivation::gelu) return gelu_erf_grad(x);
+  else if constexpr (A == PointwiseActivation::gelu_tanh) return gelu_tanh_grad(x);
+  else return squared_relu_grad(x);
 }
 
 // SwiGLU on one (gate, up) pair: silu(g)·u, silu(g) = g·σ(g).

@@ -28,19 +28,13 @@ void norm_bwd(const ModelConfig& c, const TensorView& dinp, const TensorView& dw
 }
 
 void mlp_activation_fwd(const ModelConfig& c, const TensorView& out, const TensorView& inp) {
-  switch (c.activation) {
-    case Activation::gelu: return gelu_fwd(out, inp, GeluForm::erf);
-    case Activation::gelu_tanh: return gelu_fwd(out, inp, GeluForm::tanh);
-    case Activation::swiglu: return swiglu_fwd(out, inp);
-  }
+  if (c.activation == Activation::swiglu) return swiglu_fwd(out, inp);
+  pointwise_activation_fwd(out, inp, pointwise_activation(c.activation));
 }
 
 void mlp_activation_bwd(const ModelConfig& c, const TensorView& dinp, const TensorView& dout, const TensorView& inp) {
-  switch (c.activation) {
-    case Activation::gelu: return gelu_bwd(dinp, dout, inp, GeluForm::erf);
-    case Activation::gelu_tanh: return gelu_bwd(dinp, dout, inp, GeluForm::tanh);
-    case Activation::swiglu: return swiglu_bwd(dinp, dout, inp);
-  }
+  if (c.activation == Activation::swiglu) return swiglu_bwd(dinp, dout, inp);
+  pointwise_activation_bwd(dinp, dout, inp, pointwise_activation(c.activation));
 }
 
 }  // namespace mt

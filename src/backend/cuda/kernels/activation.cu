@@ -8,17 +8,13 @@ namespace mt::cuda::k {
 
 namespace {
 
-__global__ void gelu_erf_kernel(float* y, const float* x, int64_t n) {
-  MT_GRID_LOOP(i, n) y[i] = gelu_erf(x[i]);
+template <PointwiseActivation A>
+__global__ void pointwise_fwd_kernel(float* y, const float* x, int64_t n) {
+  MT_GRID_LOOP(i, n) y[i] = pointwise_value<A>(x[i]);
 }
-__global__ void gelu_tanh_kernel(float* y, const float* x, int64_t n) {
-  MT_GRID_LOOP(i, n) y[i] = gelu_tanh(x[i]);
-}
-__global__ void gelu_erf_bwd_kernel(float* dx, const float* dy, const float* x, int64_t n) {
-  MT_GRID_LOOP(i, n) dx[i] += dy[i] * gelu_erf_grad(x[i]);
-}
-__global__ void gelu_tanh_bwd_kernel(float* dx, const float* dy, const float* x, int64_t n) {
-  MT_GRID_LOOP(i, n) dx[i] += dy[i] * gelu_tanh_grad(x[i]);
+template <PointwiseActivation A>
+__global__ void pointwise_bwd_kernel(float* dx, const float* dy, const float* x, int64_t n) {
+  MT_GRID_LOOP(i, n) dx[i] += dy[i] * pointwise_grad<A>(x[i]);
 }
 // Element i = (r, c) of the [rows, f] output; its gate and up sit at row r of x, columns c and f + c.
 __global__ void swiglu_fwd_kernel(float* y, const float* x, int64_t rows, int64_t f) {
@@ -41,17 +37,25 @@ __global__ void swiglu_bwd_kernel(float* dx, const float* dy, const float* x, in
 
 }  // namespace
 
-void gelu_fwd(float* y, const float* x, int64_t n, int form, cudaStream_t s) {
-  if (form == 0)
-    gelu_erf_kernel<<<grid_for(n), kThreads, 0, s>>>(y, x, n);
-  else
-    gelu_tanh_kernel<<<grid_for(n), kThreads, 0, s>>>(y, x, n);
+void pointwise_activation_fwd(float* y, const float* x, int64_t n, int act, cudaStream_t s) {
+  switch (static_cast<PointwiseActivation>(act)) {
+    case PointwiseActivation::gelu:
+      return pointwise_fwd_kernel<PointwiseActivation::gelu><<<grid_for(n), kThreads, 0, s>>>(y, x, n);
+    case PointwiseActivation::gelu_tanh:
+      return pointwise_fwd_kernel<PointwiseActivation::gelu_tanh><<<grid_for(n), kThreads, 0, s>>>(y, x, n);
+    case PointwiseActivation::squared_relu:
+      return pointwise_fwd_kernel<PointwiseActivation::squared_relu><<<grid_for(n), kThreads, 0, s>>>(y, x, n);
+  }
 }
-void gelu_bwd(float* dx, const float* dy, const float* x, int64_t n, int form, cudaStream_t s) {
-  if (form == 0)
-    gelu_erf_bwd_kernel<<<grid_for(n), kThreads, 0, s>>>(dx, dy, x, n);
-  else
-    gelu_tanh_bwd_kernel<<<grid_for(n), kThreads, 0, s>>>(dx, dy, x, n);
+void pointwise_activation_bwd(float* dx, const float* dy, const float* x, int64_t n, int act, cudaStream_t s) {
+  switch (static_cast<PointwiseActivation>(act)) {
+    case PointwiseActivation::gelu:
+      return pointwise_bwd_kernel<PointwiseActivation::gelu><<<grid_for(n), kThreads, 0, s>>>(dx, dy, x, n);
+    case PointwiseActivation::gelu_tanh:
+      return pointwise_bwd_kernel<PointwiseActivation::gelu_tanh><<<grid_for(n), kThreads, 0, s>>>(dx, dy, x, n);
+    case PointwiseActivation::squared_relu:
+      return pointwise_bwd_kernel<PointwiseActivation::squared_relu><<<grid_for(n), kThreads, 0, s>>>(dx, dy, x, n);
+  }
 }
 void swiglu_fwd(float* y, const float* x, int64_t rows, int64_t f, cudaStream_t s) {
   swiglu_fwd_kernel<<<grid_for(rows * f), kThreads, 0, s>>>(y, x, rows, f);
