@@ -175,7 +175,7 @@ void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorVie
   const MoeConfig& m = c.moe;
   linear_fwd(saved.logits, inp, w.router_weight, TensorView());
   if (!m.router_fp32) ctx.round(saved.logits);
-  moe_router_fwd(saved.probs, saved.indices, saved.logits, w.expert_bias, m.router);
+  moe_router_fwd(saved.probs, saved.indices, saved.logits, w.expert_bias, TensorView(), m.router);
   moe_routing_map_fwd(saved.routing_probs, saved.routing_map, saved.probs, saved.indices, m.capacity);
   if (m.aux_loss() && ctx.aux_loss_scale != 0.0f) {
     // Training only (a backward follows). The counts the loss weighs the scores by: over the whole
