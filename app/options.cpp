@@ -61,7 +61,7 @@ const std::vector<OptionSpec> kTable = {
     {"--moe-router-enable-expert-bias", T::flag, "", "aux-loss-free balancing: a per-expert bias steers the top-k, updated after each step", "", "train"},
     {"--moe-router-bias-update-rate", T::real, "1e-3", "step of the expert-bias update", "", "train"},
     {"--moe-router-dtype", T::choice, "", "keep the router's logits in fp32 under --bf16/--fp16", "fp32|fp64", "train"},
-    {"--moe-router-load-balancing-type", T::choice, "aux_loss", "the load-balancing loss", "aux_loss|seq_aux_loss|global_aux_loss|none", "train"},
+    {"--moe-router-load-balancing-type", T::choice, "aux_loss", "the load-balancing loss, or Sinkhorn-balanced routing", "aux_loss|seq_aux_loss|global_aux_loss|sinkhorn|none", "train"},
     {"--moe-aux-loss-coeff", T::real, "0", "weight of the load-balancing loss (0: none)", "", "train"},
     {"--moe-z-loss-coeff", T::real, "", "weight of the router z-loss (unset: none)", "", "train"},
     {"--moe-expert-capacity-factor", T::real, "", "each expert takes at most this factor times its even share of tokens; the rest are dropped (unset: dropless)", "", "train"},

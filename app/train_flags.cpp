@@ -49,6 +49,7 @@ MoeConfig moe_config(const Options& o) {
   m.load_balancing = balancing == "seq_aux_loss"      ? MoeLoadBalancing::seq_aux_loss
                      : balancing == "global_aux_loss" ? MoeLoadBalancing::global_aux_loss
                      : balancing == "none"            ? MoeLoadBalancing::none
+                     : balancing == "sinkhorn"        ? MoeLoadBalancing::sinkhorn
                                                       : MoeLoadBalancing::aux_loss;
   m.aux_loss_coeff = o.real("--moe-aux-loss-coeff");
   if (o.has("--moe-z-loss-coeff")) m.z_loss_coeff = o.real("--moe-z-loss-coeff");

@@ -22,6 +22,10 @@ struct MoeRouterOptions {
   int64_t num_groups = 0;                                     // --moe-router-num-groups; 0: not group-limited
   int64_t group_topk = 0;                                     // --moe-router-group-topk
   float scaling_factor = 0.0f;                                // --moe-router-topk-scaling-factor; 0: unset
+  // --moe-router-load-balancing-type sinkhorn: weights σ (topk 1) or softmax (topk > 1) of the
+  // chosen experts; the choice balanced by moe_sinkhorn_fwd in training. The score function,
+  // pre-softmax, groups, bias and scaling must stay unset.
+  bool sinkhorn = false;
 };
 
 struct MoeCapacityOptions {

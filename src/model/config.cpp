@@ -142,10 +142,24 @@ void ModelConfig::finalize_moe() {
                                 "--disable-bias-linear";
   MT_CHECK(tp == 1 || sequence_parallel) << "--num-experts with --tensor-model-parallel-size " << tp
                                          << " needs --sequence-parallel (as in Megatron)";
+  m.router.sinkhorn = m.load_balancing == MoeLoadBalancing::sinkhorn;
   const MoeRouterOptions& r = m.router;
-  MT_CHECK(!(r.score_function == MoeScoreFunction::softmax && !r.pre_softmax && k == 1))
+  if (r.sinkhorn) {
+    // Megatron asserts the first; its Sinkhorn path ignores the rest, refused here so none is
+    // thought to apply.
+    MT_CHECK(m.aux_loss_coeff == 0.0) << "Sinkhorn routing does not support aux loss: pass --moe-aux-loss-coeff 0 "
+                                         "with --moe-router-load-balancing-type sinkhorn";
+    MT_CHECK(r.score_function == MoeScoreFunction::softmax && !r.pre_softmax)
+        << "--moe-router-load-balancing-type sinkhorn picks its own score function (sigmoid for --moe-router-topk 1, "
+           "else softmax): drop --moe-router-score-function and --moe-router-pre-softmax";
+    MT_CHECK(r.num_groups == 0 && r.group_topk == 0 && r.scaling_factor == 0.0f && !m.expert_bias)
+        << "--moe-router-load-balancing-type sinkhorn does not apply group-limited routing, "
+           "--moe-router-topk-scaling-factor or --moe-router-enable-expert-bias: drop them";
+  }
+  MT_CHECK(r.sinkhorn || !(r.score_function == MoeScoreFunction::softmax && !r.pre_softmax && k == 1))
       << "--moe-router-topk 1 with the softmax after the top-k gives every token the weight 1 and the router no "
-         "gradient; pass --moe-router-pre-softmax or --moe-router-score-function sigmoid";
+         "gradient; pass --moe-router-pre-softmax, --moe-router-score-function sigmoid or "
+         "--moe-router-load-balancing-type sinkhorn";
   MT_CHECK(!r.pre_softmax || r.score_function == MoeScoreFunction::softmax)
       << "--moe-router-pre-softmax applies to --moe-router-score-function softmax only";
   MT_CHECK(!m.expert_bias || r.score_function == MoeScoreFunction::sigmoid)

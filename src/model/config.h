@@ -41,8 +41,8 @@ struct MlpKinds {
   bool dense = false, moe = false;
   MlpKinds operator|(MlpKinds o) const { return {dense || o.dense, moe || o.moe}; }
 };
-// --moe-router-load-balancing-type.
-enum class MoeLoadBalancing { aux_loss, seq_aux_loss, global_aux_loss, none };
+// --moe-router-load-balancing-type (sinkhorn balances the routing itself and has no loss).
+enum class MoeLoadBalancing { aux_loss, seq_aux_loss, global_aux_loss, none, sinkhorn };
 // --moe-token-dispatcher-type.
 enum class MoeDispatcher { allgather, alltoall };
 
@@ -56,6 +56,7 @@ struct MoeConfig {
   int64_t ffn_hidden_size = 0;                  // --moe-ffn-hidden-size; 0 = --ffn-hidden-size
   int64_t shared_expert_intermediate_size = 0;  // --moe-shared-expert-intermediate-size; 0 = none
   MoeRouterOptions router;                      // --moe-router-topk, -score-function, -pre-softmax, ...
+                                                // (router.sinkhorn follows load_balancing in finalize())
   MoeCapacityOptions capacity;                  // --moe-expert-capacity-factor, -pad-..., -token-drop-policy
   MoeLoadBalancing load_balancing = MoeLoadBalancing::aux_loss;
   double aux_loss_coeff = 0.0;                  // --moe-aux-loss-coeff
@@ -71,7 +72,10 @@ struct MoeConfig {
   int64_t expert_tensor_parallel_size = 0;      // --expert-tensor-parallel-size; 0 = tp
 
   bool enabled() const { return num_experts > 0; }
-  bool aux_loss() const { return load_balancing != MoeLoadBalancing::none && aux_loss_coeff > 0.0; }
+  bool aux_loss() const {
+    return load_balancing != MoeLoadBalancing::none && load_balancing != MoeLoadBalancing::sinkhorn &&
+           aux_loss_coeff > 0.0;
+  }
   // Megatron's names of the losses in the log (each logged divided by its coefficient).
   const char* aux_loss_name() const;
 };

@@ -44,7 +44,7 @@ struct LayerContext {
   TensorView key_start;           // i32 [b, s] document starts (--reset-attention-mask), or empty: causal
   uint64_t seed = 0;              // dropout seed
   uint64_t dropout_round = 0;     // the micro-batch's round, so masks differ between micro-batches
-  bool dropout = true;            // false in evaluation and inference
+  bool dropout = true;            // false in evaluation and inference (Megatron's eval(): also Sinkhorn off)
   DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
   TensorParallel tp;              // the layer's tensor-parallel group

@@ -54,6 +54,15 @@ void check_score_function(MoeScoreFunction f, const char* op) {
 void check_router_options(const MoeRouterOptions& o, int64_t experts, bool has_bias, const char* op) {
   check_topk(o.topk, experts, op);
   check_score_function(o.score_function, op);
+  if (o.sinkhorn) {
+    // Megatron's Sinkhorn path ignores these; refused so that none is thought to apply.
+    MT_CHECK(o.score_function == MoeScoreFunction::softmax && !o.pre_softmax && o.num_groups == 0 &&
+             o.group_topk == 0 && o.scaling_factor == 0.0f && !has_bias)
+        << op << ": Sinkhorn routing picks its own score function (sigmoid for --moe-router-topk 1, else softmax); "
+        << "--moe-router-score-function, --moe-router-pre-softmax, the group-limited routing flags, "
+        << "--moe-router-topk-scaling-factor and the expert bias do not apply to it";
+    return;
+  }
   const bool softmax = o.score_function == MoeScoreFunction::softmax;
   MT_CHECK(!(softmax && !o.pre_softmax && o.topk == 1))
       << op << ": softmax after a top-1 selection is always 1 and passes no gradient; use "
@@ -104,14 +113,27 @@ void check_counts(const TensorView& counts, int64_t tokens, int64_t experts, con
 }  // namespace
 
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& options) {
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& options) {
   const char* op = "moe_router_fwd";
   const int64_t experts = check_logits(logits, op);
   check_router_options(options, experts, !expert_bias.empty(), op);
   check_topk_pair(probs, indices, logits.dim(0), options.topk, op, "probs");
   if (!expert_bias.empty()) check_tensor(expert_bias, {experts}, DType::f32, op, "expert_bias");
-  check_same_device({probs, indices, logits, expert_bias}, op);
-  MT_ROUTE(logits.device, op, moe_router_fwd(probs, indices, logits, expert_bias, options));
+  MT_CHECK(sinkhorn_scores.empty() || options.sinkhorn)
+      << op << ": sinkhorn_scores given, but the options do not route by Sinkhorn";
+  if (!sinkhorn_scores.empty()) check_tensor(sinkhorn_scores, logits.shape, DType::f32, op, "sinkhorn_scores");
+  check_same_device({probs, indices, logits, expert_bias, sinkhorn_scores}, op);
+  MT_ROUTE(logits.device, op, moe_router_fwd(probs, indices, logits, expert_bias, sinkhorn_scores, options));
+}
+
+void moe_sinkhorn_fwd(const TensorView& scores, const TensorView& logits) {
+  const char* op = "moe_sinkhorn_fwd";
+  check_logits(logits, op);
+  check_tensor(scores, logits.shape, DType::f32, op, "scores");
+  MT_CHECK(logits.numel() == 0 || scores.data != logits.data)
+      << op << ": scores must not alias logits (the scaling rereads logits every iteration)";
+  check_same_device({scores, logits}, op);
+  MT_ROUTE(logits.device, op, moe_sinkhorn_fwd(scores, logits));
 }
 
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,

@@ -32,6 +32,10 @@ namespace mt {
 //                          p_j = s[c_j] / (Σ_l s[c_l] + 1e-20) when k > 1, else s[c_1]
 // then p_j ·= scaling_factor when it is set. The bias steers the choice only: the weights come from
 // the unbiased s, and the bias gets no gradient.
+// Sinkhorn (options.sinkhorn; router.py::sinkhorn_load_balancing): s = σ(x) when k = 1, else
+// softmax(x); p_j = s[c_j], neither renormalised nor scaled. Training passes sinkhorn_scores
+// f32 [T, E] (moe_sinkhorn_fwd's rows for these tokens) and the top-k compares them; evaluation
+// passes none and the top-k compares s. Either way only s carries gradient.
 // Group-limited routing (num_groups G, group_topk g): experts split into G groups of E/G in index
 // order; a group scores the sum of its top-(k/g) selection values; the best g groups stay, the
 // others' experts are excluded, and the k experts come from the rest. Requires g ≤ G, g ≤ k,
@@ -39,12 +43,21 @@ namespace mt {
 // choice (ties aside): every top-k expert's group is among the g best.
 // probs f32 [T, k] and indices i32 [T, k] (c_1..c_k, best first).
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& options);
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& options);
 
 // Accumulates dlogits [T, E] from dprobs [T, k], recomputing the row from logits and indices.
-// Only the chosen logits get gradient, except with pre_softmax, where every logit of the row does.
+// Only the chosen logits get gradient, except with pre_softmax (and Sinkhorn with k > 1), where
+// every logit of the row does.
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,
                     const TensorView& indices, const MoeRouterOptions& options);
+
+// Sinkhorn's balancing of the choice (moe_utils.py::sinkhorn, run without gradient): scores
+// f32 [T, E] = diag(d0)·exp(logits)·diag(d1), the row and column scalings d0 [T], d1 [E] found by
+// alternately setting d0_t = (1/T) / (Σ_e d1_e·exp(x_te) + 1e-8) and
+// d1_e = (1/E) / (Σ_t d0_t·exp(x_te) + 1e-8) from d1 = 1 until mean_e |Δd1_e| ≤ 1e-4 (every row
+// then sums to about 1/T, every column to 1/E). It couples all T tokens: pass every token that
+// routes together (the whole micro-batch). scores must not alias logits.
+void moe_sinkhorn_fwd(const TensorView& scores, const TensorView& logits);
 
 // ---- Capacity (moe_utils.py::get_capacity, apply_router_token_dropping) ----
 //

@@ -95,8 +95,9 @@ class TensorParallelTerms {
 
   // A transformer layer's forward: qkv (column) and proj (row), then its MLP block: a dense one's
   // fc1 (column) and fc2 (row; a rerun that keeps the output stops short of it), an MoE one's
-  // shared expert (the same two) and, with a load-balancing loss, its counts f32 [B, E]
-  // all-reduced. Routed experts need no tensor-parallel collective (their weights are whole).
+  // shared expert (the same two), with a load-balancing loss its counts f32 [B, E] all-reduced, and
+  // under Sinkhorn with sp the router logits f32 [N, E] all-gathered (model/blocks/moe.cpp).
+  // Routed experts need no tensor-parallel collective (their weights are whole).
   void layer_forward(const std::string& what, int64_t layer, bool to_fc1 = false) {
     column_forward(what, 1);
     row_forward(what, 1);
@@ -110,6 +111,8 @@ class TensorParallelTerms {
       row_forward(what, 1);
     }
     if (c_.moe.aux_loss()) add(what, all_reduce, 1, 4 * moe_aux_count_rows(c_, micro_batch_) * c_.moe.num_experts);
+    if (c_.moe.load_balancing == MoeLoadBalancing::sinkhorn && sp_)
+      add(what, all_gather, 1, 4 * rows_ * c_.moe.num_experts);
   }
   // Its backward mirrors it, block by block: fc2 (row), fc1 (column), proj (row), qkv (column).
   void layer_backward(const std::string& what, int64_t layer) {

@@ -52,6 +52,7 @@ nlohmann::json moe_routing(const MoeConfig& m) {
                       {"pad_to_capacity", m.capacity.pad_to_capacity},
                       {"drop_policy", static_cast<int>(m.capacity.drop_policy)}};
   if (m.capacity.capacity_factor) j["capacity_factor"] = *m.capacity.capacity_factor;
+  if (r.sinkhorn) j["sinkhorn"] = true;  // absent otherwise, as in records written before it existed
   return j;
 }
 
@@ -75,6 +76,11 @@ void apply_moe_record(const nlohmann::json& j, const nlohmann::json* routing, Mo
   m.capacity.drop_policy = static_cast<MoeDropPolicy>(r.at("drop_policy").get<int>());
   m.capacity.capacity_factor.reset();
   if (r.contains("capacity_factor")) m.capacity.capacity_factor = r.at("capacity_factor").get<double>();
+  // Sinkhorn is a routing (evaluation takes the top-k of σ or softmax), the other types only losses.
+  if (r.value("sinkhorn", false))
+    m.load_balancing = MoeLoadBalancing::sinkhorn;
+  else if (m.load_balancing == MoeLoadBalancing::sinkhorn)
+    m.load_balancing = MoeLoadBalancing::none;
 }
 
 }  // namespace

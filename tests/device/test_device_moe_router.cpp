@@ -4,7 +4,8 @@
 // under both drop policies (ties included), with and without padding, and with a capacity above
 // the token count; its backward and the tokens-per-expert counts; the load-balancing scores (both
 // score functions, one and several sequences) and their backward; the aux loss and the z-loss
-// forward and backward; and the expert-bias update.
+// forward and backward; Sinkhorn's normalisation and the routing it steers; and the expert-bias
+// update.
 #include <vector>
 
 #include "device_testing.h"
@@ -59,8 +60,8 @@ TEST(DeviceMoeRouter, RouterFwdBwd) {
       HostTensor probs = zeros({tokens, c.topk}), indices = zeros({tokens, c.topk}, DType::i32);
       const TensorView dprobs = dev.poisoned(DType::f32, {tokens, c.topk}),
                        dindices = dev.poisoned(DType::i32, {tokens, c.topk});
-      moe_router_fwd(probs.view(), indices.view(), logits.view(), c.bias ? bias.view() : TensorView(), o);
-      moe_router_fwd(dprobs, dindices, dlogits_in, dbias, o);
+      moe_router_fwd(probs.view(), indices.view(), logits.view(), c.bias ? bias.view() : TensorView(), TensorView(), o);
+      moe_router_fwd(dprobs, dindices, dlogits_in, dbias, TensorView(), o);
       dev.expect_matches(dindices, indices, 0, 0, "moe_router_fwd indices");
       dev.expect_matches(dprobs, probs, kAtol, kRtol, "moe_router_fwd probs");
 
@@ -81,7 +82,7 @@ TEST(DeviceMoeRouter, RoutingMapCapacityAndCounts) {
     o.score_function = MoeScoreFunction::sigmoid;
     HostTensor logits = randn({tokens, experts}, 40 + topk, 2.0f);
     HostTensor probs = zeros({tokens, topk}), indices = zeros({tokens, topk}, DType::i32);
-    moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), o);
+    moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), TensorView(), o);
     // Ties in the probs policy's ranking: some weights repeated exactly, one zero.
     for (int64_t i = 0; i < tokens * topk; i += 5) probs.f32()[i] = 0.5f;
     probs.f32()[3] = 0.0f;
@@ -169,6 +170,43 @@ TEST(DeviceMoeRouter, AuxScoresAndLosses) {
         moe_z_loss_bwd(dzx, 0.9f, dlogits, 1e-3);
         dev.expect_matches(dzx, zx, kAtol, kRtol, "moe_z_loss_bwd");
       }
+}
+
+// Sinkhorn's normalisation (T up to 300, E up to the 1024 limit: one thread per expert), then the
+// routing it steers (training: the CPU's scores on both sides, so the choices agree exactly) and
+// evaluation's, top-1 (σ) and top-4 (softmax), forward and backward.
+TEST(DeviceMoeRouter, Sinkhorn) {
+  for (const int64_t experts : {int64_t{8}, int64_t{40}, kMoeMaxExperts})
+    for (const int64_t tokens : {int64_t{1}, int64_t{67}, int64_t{300}}) {
+      SCOPED_TRACE(::testing::Message() << "E " << experts << " T " << tokens);
+      DeviceCase dev;
+      HostTensor logits = randn({tokens, experts}, 70 + tokens, 2.0f), scores = zeros({tokens, experts});
+      const TensorView dlogits = dev.upload(logits), dscores = dev.poisoned(DType::f32, {tokens, experts});
+      moe_sinkhorn_fwd(scores.view(), logits.view());
+      moe_sinkhorn_fwd(dscores, dlogits);
+      dev.expect_matches(dscores, scores, 0, 1e-5, "moe_sinkhorn_fwd");
+      const TensorView balanced = dev.upload(scores);
+      for (const int64_t topk : {int64_t{1}, int64_t{4}})
+        for (const bool training : {true, false}) {
+          SCOPED_TRACE(::testing::Message() << "k " << topk << " training " << training);
+          MoeRouterOptions o;
+          o.topk = topk;
+          o.sinkhorn = true;
+          HostTensor probs = zeros({tokens, topk}), indices = zeros({tokens, topk}, DType::i32);
+          const TensorView dprobs = dev.poisoned(DType::f32, {tokens, topk}),
+                           dindices = dev.poisoned(DType::i32, {tokens, topk});
+          moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(),
+                         training ? scores.view() : TensorView(), o);
+          moe_router_fwd(dprobs, dindices, dlogits, TensorView(), training ? balanced : TensorView(), o);
+          dev.expect_matches(dindices, indices, 0, 0, "moe_router_fwd indices");
+          dev.expect_matches(dprobs, probs, kAtol, kRtol, "moe_router_fwd probs");
+          HostTensor grad = randn({tokens, topk}, 71), dx = randn({tokens, experts}, 72);
+          const TensorView ddx = dev.upload(dx);
+          moe_router_bwd(dx.view(), grad.view(), logits.view(), indices.view(), o);
+          moe_router_bwd(ddx, dev.upload(grad), dlogits, dev.upload(indices), o);
+          dev.expect_matches(ddx, dx, kAtol, kRtol, "moe_router_bwd");
+        }
+    }
 }
 
 TEST(DeviceMoeRouter, ExpertBiasUpdate) {

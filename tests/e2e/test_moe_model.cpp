@@ -110,6 +110,17 @@ TEST(MoeModel, GradcheckSigmoidSwigluScaled) {
   gradcheck(c);
 }
 
+// Sinkhorn routing in training, every token to all experts (top-k = E: softmax weights over the
+// whole row, so the loss is smooth although the choice runs through Sinkhorn's scores).
+TEST(MoeModel, GradcheckSinkhornWithZLoss) {
+  ModelConfig c = tiny_moe(true);
+  c.moe.router.topk = 4;
+  c.moe.load_balancing = MoeLoadBalancing::sinkhorn;
+  c.moe.z_loss_coeff = 5e-2;
+  c.finalize();
+  gradcheck(c);
+}
+
 // One expert that every token goes to with weight 1 (softmax over one logit) is the dense MLP
 // without biases: same loss and same gradients, bit for bit, once its weights are the MLP's.
 TEST(MoeModel, OneExpertIsTheDenseMlp) {
@@ -254,6 +265,20 @@ TEST(MoeModel, RefusesWhatCannotWork) {
   refused([](ModelConfig& c) { c.moe.layer_freq = "two"; }, "--moe-layer-freq");
   refused([](ModelConfig& c) { c.moe.expert_bias = true; }, "sigmoid");
   refused([](ModelConfig& c) { c.tensor_model_parallel_size = 2; }, "--sequence-parallel");
+  const auto sinkhorn = [](ModelConfig& c) {
+    c.moe.load_balancing = MoeLoadBalancing::sinkhorn;
+    c.moe.router.topk = 1;  // top-1 without pre-softmax: σ weights, accepted
+  };
+  refused([&](ModelConfig& c) { sinkhorn(c); c.moe.aux_loss_coeff = 1e-2; }, "does not support aux loss");
+  refused([&](ModelConfig& c) { sinkhorn(c); c.moe.router.pre_softmax = true; }, "--moe-router-pre-softmax");
+  refused([&](ModelConfig& c) { sinkhorn(c); c.moe.router.scaling_factor = 2.0f; }, "--moe-router-topk-scaling-factor");
+  ModelConfig c = test::tiny_gpt(false, 9);
+  c.add_bias_linear = false;
+  c.moe.num_experts = 4;
+  sinkhorn(c);
+  c.finalize();
+  EXPECT_TRUE(c.moe.router.sinkhorn);
+  EXPECT_FALSE(c.moe.aux_loss());
 }
 
 // Aux-loss-free balancing: after each step every MoE layer's bias moves by the rate towards

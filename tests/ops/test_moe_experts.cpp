@@ -264,7 +264,7 @@ TEST(MoeExperts, PermuteUnpermuteWithRouterCapacityAndPadding) {
   MoeRouterOptions ro;
   ro.topk = 2;
   HostTensor logits = randn({tokens, experts}, 16, 2.0f), probs = zeros({tokens, 2}), idx = zeros({tokens, 2}, DType::i32);
-  moe_router_fwd(probs.view(), idx.view(), logits.view(), TensorView(), ro);
+  moe_router_fwd(probs.view(), idx.view(), logits.view(), TensorView(), TensorView(), ro);
   MoeCapacityOptions cap;
   cap.capacity_factor = 0.75;
   cap.drop_policy = MoeDropPolicy::position;

@@ -175,7 +175,7 @@ class MoeRouterCase : public ::testing::TestWithParam<RouterCase> {
   HostTensor probs = zeros({kTokens, c.topk}), indices = zeros({kTokens, c.topk}, DType::i32);
 
   void forward() {
-    moe_router_fwd(probs.view(), indices.view(), logits.view(), c.bias ? bias.view() : TensorView(), o);
+    moe_router_fwd(probs.view(), indices.view(), logits.view(), c.bias ? bias.view() : TensorView(), TensorView(), o);
   }
 };
 
@@ -232,12 +232,12 @@ TEST(MoeRouter, TiesGoToTheLowerIndex) {
   MoeRouterOptions o;
   o.topk = 4;
   o.pre_softmax = true;
-  moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), o);
+  moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), TensorView(), o);
   EXPECT_EQ(std::vector<int32_t>(indices.i32(), indices.i32() + 8), (std::vector<int32_t>{0, 1, 2, 3, 1, 5, 0, 2}));
   // Two groups of four with equal scores: group 0 wins, its experts 0..3 are the only candidates.
   o.num_groups = 2;
   o.group_topk = 1;
-  moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), o);
+  moe_router_fwd(probs.view(), indices.view(), logits.view(), TensorView(), TensorView(), o);
   EXPECT_EQ(std::vector<int32_t>(indices.i32(), indices.i32() + 4), (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
@@ -295,7 +295,7 @@ Routed routed(int64_t tokens, int64_t experts, int64_t topk, uint64_t seed) {
   Routed r{zeros({tokens, topk}), zeros({tokens, topk}, DType::i32)};
   MoeRouterOptions o;
   o.topk = topk;
-  moe_router_fwd(r.probs.view(), r.indices.view(), logits.view(), TensorView(), o);
+  moe_router_fwd(r.probs.view(), r.indices.view(), logits.view(), TensorView(), TensorView(), o);
   return r;
 }
 
@@ -690,7 +690,7 @@ TEST(MoeRouterBias, BiasSteersSelectionNotWeights) {
   MoeRouterOptions o;
   o.topk = 2;
   o.score_function = MoeScoreFunction::sigmoid;
-  moe_router_fwd(probs.view(), indices.view(), logits.view(), bias.view(), o);
+  moe_router_fwd(probs.view(), indices.view(), logits.view(), bias.view(), TensorView(), o);
   for (int64_t t = 0; t < tokens; ++t) {
     ASSERT_EQ(indices.i32()[t * 2], 6) << "token " << t;
     const double s6 = sigmoid_ref(logits.f32()[t * experts + 6]);
@@ -708,23 +708,28 @@ TEST(MoeRouter, RefusesWhatMegatronRefuses) {
   for (int64_t i = 0; i < 16; ++i) idx4.i32()[i] = static_cast<int32_t>(i % 4);
   MoeRouterOptions o;
   o.topk = 1;
-  expect_error_mentioning([&] { moe_router_fwd(probs1.view(), idx1.view(), logits.view(), TensorView(), o); },
-                          "--moe-router-pre-softmax");
+  expect_error_mentioning(
+      [&] { moe_router_fwd(probs1.view(), idx1.view(), logits.view(), TensorView(), TensorView(), o); },
+      "--moe-router-pre-softmax");
   o.pre_softmax = true;
-  expect_error_mentioning([&] { moe_router_fwd(probs1.view(), idx1.view(), logits.view(), bias.view(), o); },
-                          "--moe-router-score-function sigmoid");
+  expect_error_mentioning(
+      [&] { moe_router_fwd(probs1.view(), idx1.view(), logits.view(), bias.view(), TensorView(), o); },
+      "--moe-router-score-function sigmoid");
   o.topk = 4;
   o.num_groups = 3;
   o.group_topk = 1;
-  expect_error_mentioning([&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), o); },
-                          "--moe-router-num-groups 3");
+  expect_error_mentioning(
+      [&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), TensorView(), o); },
+      "--moe-router-num-groups 3");
   o.num_groups = 4;  // groups of 2, one group chosen: only 2 candidates for top-4
-  expect_error_mentioning([&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), o); },
-                          "--moe-router-topk 4 is more than the 2 experts");
+  expect_error_mentioning(
+      [&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), TensorView(), o); },
+      "--moe-router-topk 4 is more than the 2 experts");
   o.num_groups = o.group_topk = 0;
   o.topk = 9;
-  expect_error_mentioning([&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), o); },
-                          "--moe-router-topk 9");
+  expect_error_mentioning(
+      [&] { moe_router_fwd(probs4.view(), idx4.view(), logits.view(), TensorView(), TensorView(), o); },
+      "--moe-router-topk 9");
   HostTensor rp = zeros({4, 8}), map = zeros({4, 8}, DType::u8);
   const MoeCapacityOptions pad_only{std::nullopt, MoeDropPolicy::probs, true};
   expect_error_mentioning(

@@ -100,7 +100,7 @@ Routing route(int64_t sources, const MoeCapacityOptions& capacity, uint64_t seed
     HostTensor p = zeros({kT, kK}), i = zeros({kT, kK}, DType::i32);
     MoeRouterOptions router;
     router.topk = kK;
-    moe_router_fwd(p.view(), i.view(), logits.view(), TensorView(), router);
+    moe_router_fwd(p.view(), i.view(), logits.view(), TensorView(), TensorView(), router);
     HostTensor probs = zeros({kT, kE}), map = zeros({kT, kE}, DType::u8);
     moe_routing_map_fwd(probs.view(), map.view(), p.view(), i.view(), capacity);
     put_rows(r.probs, probs, q * kT);

@@ -2,8 +2,8 @@
 // and, where every rank holds whole parameters, final weights), dropout on: the router, the
 // experts and the auxiliary losses under tensor + sequence parallelism with whole experts on
 // every rank (expert tensor parallelism 1: experts laid out independently of attention), under
-// pipeline parallelism with MoE and dense layers mixed, and under data parallelism with the
-// distributed optimizer and a capacity factor.
+// pipeline parallelism with MoE and dense layers mixed, under data parallelism with the
+// distributed optimizer and a capacity factor, and with Sinkhorn routing.
 #include "train_testing.h"
 
 namespace mt::test {
@@ -99,6 +99,25 @@ TEST(MoeTrain, FoldedExpertParallelUnderTensorParallelMatchesSingleRank) {
   m.moe.dispatcher = MoeDispatcher::alltoall;
   m.moe.shared_expert_intermediate_size = 32;
   expect_same_curve(m, 2, true);
+}
+
+// Sinkhorn routing (top-1, no aux loss, z-loss on): under tp 2 + sp each rank gathers the sequence
+// shards' router logits and normalises the whole micro-batch, so it routes as the single rank does
+// (Megatron normalises each shard alone); also under ep 2, and on 4 ranks tp 2 + sp with ep 2.
+// The evaluations route without Sinkhorn (the top-1 of σ).
+TEST(MoeTrain, SinkhornMatchesSingleRank) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  ModelConfig m = moe_style();
+  m.moe.load_balancing = MoeLoadBalancing::sinkhorn;
+  m.moe.aux_loss_coeff = 0.0;
+  m.moe.router.topk = 1;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  TrainConfig run = short_run();
+  run.eval_interval = 10;
+  run.eval_iters = 1;
+  expect_same_curve(m, 2, true, run);
+  m.moe.expert_model_parallel_size = 2;
+  expect_same_curve(m, world().size() == 4 ? 2 : 1, world().size() == 4, run);
 }
 
 // Expert tensor parallelism (Megatron's default etp = tp): every expert split over the two

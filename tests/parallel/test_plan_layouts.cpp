@@ -33,6 +33,7 @@ struct Layout {
   int64_t num_layers = 2, seq_length = 32, micro_batch = 2;
   const char* moe_layers = nullptr;  // --moe-layer-freq of an MoE model (4 experts, top-2), or dense
   int ep = 1;                        // its --expert-model-parallel-size (alltoall dispatcher)
+  bool sinkhorn = false;             // its routing: Sinkhorn, top-1 (logits gathered under sp)
 };
 
 std::string describe(const StepComm& plan, CommGroup group) {
@@ -161,6 +162,14 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .recompute = RecomputeGranularity::selective,
        .recompute_mlp = true,
        .moe_layers = "1"},
+      {.name = "MoE Sinkhorn top-1, tp 2 + sp, full block recompute, fp32",
+       .tp = 2,
+       .sp = true,
+       .llama = true,
+       .recompute = RecomputeGranularity::full,
+       .method = RecomputeMethod::block,
+       .moe_layers = "1",
+       .sinkhorn = true},
       {.name = "MoE, ep 2 (alltoall, capacity, global aux loss), distributed optimizer over dp and expert-dp, bf16",
        .llama = true,
        .bf16 = true,
@@ -207,6 +216,11 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
         m.moe.shared_expert_intermediate_size = 32;
         m.moe.capacity.capacity_factor = 1.5;
         m.moe.load_balancing = MoeLoadBalancing::seq_aux_loss;
+      }
+      if (l.sinkhorn) {
+        m.moe.load_balancing = MoeLoadBalancing::sinkhorn;
+        m.moe.aux_loss_coeff = 0.0;
+        m.moe.router.topk = 1;
       }
     }
     if (l.bf16) m.params_dtype = DType::bf16;

@@ -15,10 +15,11 @@
 namespace mt::cpu {
 
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& o) {
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& o) {
   const int64_t rows = logits.dim(0), experts = logits.dim(1), k = o.topk;
   const float* x_all = logits.f32();
   const float* bias = expert_bias.empty() ? nullptr : expert_bias.f32();
+  const float* select = sinkhorn_scores.empty() ? nullptr : sinkhorn_scores.f32();
   float* p_all = probs.f32();
   int32_t* idx_all = indices.i32();
 #pragma omp parallel for schedule(static)
@@ -28,7 +29,8 @@ void moe_router_fwd(const TensorView& probs, const TensorView& indices, const Te
     bool allowed[kMoeMaxExperts], group_open[kMoeMaxExperts], in_group[kMoeMaxExperts];
     int32_t picked[kMoeMaxExperts];
     const MoeRouteScratch s{score, sel, allowed, group_score, group_open, in_group, picked};
-    moe_route_row(x_all + t * experts, experts, bias, o, p_all + t * k, idx_all + t * k, s);
+    moe_route_row(x_all + t * experts, experts, bias, select ? select + t * experts : nullptr, o, p_all + t * k,
+                  idx_all + t * k, s);
   }
 }
 

@@ -1,6 +1,6 @@
 // CPU kernels for ops/moe_router.h (shapes and options already validated by the op; index values
-// checked here). Routing and capacity live in moe_router.cpp, the losses and the bias update in
-// moe_router_losses.cpp.
+// checked here). Routing and capacity live in moe_router.cpp, Sinkhorn's normalisation in
+// moe_sinkhorn.cpp, the losses and the bias update in moe_router_losses.cpp.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,8 @@
 namespace mt::cpu {
 
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& options);
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& options);
+void moe_sinkhorn_fwd(const TensorView& scores, const TensorView& logits);  // in moe_sinkhorn.cpp
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,
                     const TensorView& indices, const MoeRouterOptions& options);
 

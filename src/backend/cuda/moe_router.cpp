@@ -8,10 +8,16 @@
 namespace mt::cuda {
 
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& options) {
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& options) {
   k::moe_router_fwd(probs.f32(), indices.i32(), logits.f32(), expert_bias.empty() ? nullptr : expert_bias.f32(),
-                    logits.dim(0), logits.dim(1), options, stream());
+                    sinkhorn_scores.empty() ? nullptr : sinkhorn_scores.f32(), logits.dim(0), logits.dim(1), options,
+                    stream());
   check_launch("moe_router_fwd");
+}
+
+void moe_sinkhorn_fwd(const TensorView& scores, const TensorView& logits) {
+  k::moe_sinkhorn_fwd(scores.f32(), logits.f32(), logits.dim(0), logits.dim(1), stream());
+  check_launch("moe_sinkhorn_fwd");
 }
 
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,

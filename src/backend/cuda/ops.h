@@ -131,7 +131,8 @@ void moe_grouped_mlp_bwd(const TensorView& dinp, const TensorView& dweight1, con
 
 // moe_router
 void moe_router_fwd(const TensorView& probs, const TensorView& indices, const TensorView& logits,
-                    const TensorView& expert_bias, const MoeRouterOptions& options);
+                    const TensorView& expert_bias, const TensorView& sinkhorn_scores, const MoeRouterOptions& options);
+void moe_sinkhorn_fwd(const TensorView& scores, const TensorView& logits);
 void moe_router_bwd(const TensorView& dlogits, const TensorView& dprobs, const TensorView& logits,
                     const TensorView& indices, const MoeRouterOptions& options);
 void moe_routing_map_fwd(const TensorView& routing_probs, const TensorView& routing_map, const TensorView& probs,

@@ -85,10 +85,22 @@ MT_HD inline void moe_limit_to_groups(const float* sel, bool* allowed, int64_t e
   for (int64_t e = 0; e < experts; ++e) allowed[e] = !s.group_open[e / size];
 }
 
-// One token's routing (ops/moe_router.h, moe_router_fwd): x = logits [E], bias [E] or null;
-// writes p [k] and c [k].
-MT_HD inline void moe_route_row(const float* x, int64_t experts, const float* bias, const MoeRouterOptions& o,
-                                float* p, int32_t* c, const MoeRouteScratch& s) {
+// Sinkhorn routing's weights are those of plain routing with σ (k = 1) or a pre-top-k softmax
+// (k > 1), unscaled: the same forward and backward, with another choice in training.
+MT_HD inline MoeRouterOptions moe_effective_router(const MoeRouterOptions& in) {
+  if (!in.sinkhorn) return in;
+  MoeRouterOptions o;
+  o.topk = in.topk;
+  o.score_function = in.topk == 1 ? MoeScoreFunction::sigmoid : MoeScoreFunction::softmax;
+  o.pre_softmax = in.topk > 1;
+  return o;
+}
+
+// One token's routing (ops/moe_router.h, moe_router_fwd): x = logits [E], bias [E] or null,
+// select [E] (Sinkhorn's scores, which the top-k then compares) or null; writes p [k] and c [k].
+MT_HD inline void moe_route_row(const float* x, int64_t experts, const float* bias, const float* select,
+                                const MoeRouterOptions& options, float* p, int32_t* c, const MoeRouteScratch& s) {
+  const MoeRouterOptions o = moe_effective_router(options);
   const int64_t k = o.topk;
   const bool softmax = o.score_function == MoeScoreFunction::softmax;
   const double scale = o.scaling_factor != 0.0f ? o.scaling_factor : 1.0;
@@ -98,7 +110,9 @@ MT_HD inline void moe_route_row(const float* x, int64_t experts, const float* bi
   if (softmax && o.pre_softmax) moe_softmax_row(x, experts, score);
   for (int64_t e = 0; e < experts; ++e) {
     if (!softmax) score[e] = moe_sigmoid(x[e]);
-    if (softmax)
+    if (select)
+      sel[e] = select[e];
+    else if (softmax)
       sel[e] = o.pre_softmax ? static_cast<float>(score[e]) : x[e];
     else
       sel[e] = bias ? static_cast<float>(score[e]) + bias[e] : static_cast<float>(score[e]);
@@ -130,7 +144,8 @@ struct MoeRouteBwdScratch {
 
 // Accumulates one token's dx [E] from dp [k] (ops/moe_router.h, moe_router_bwd).
 MT_HD inline void moe_route_row_bwd(float* dx, const float* dp, const float* x, const int32_t* c, int64_t experts,
-                                    const MoeRouterOptions& o, const MoeRouteBwdScratch& w) {
+                                    const MoeRouterOptions& options, const MoeRouteBwdScratch& w) {
+  const MoeRouterOptions o = moe_effective_router(options);
   const int64_t k = o.topk;
   const bool softmax = o.score_function == MoeScoreFunction::softmax;
   const double scale = o.scaling_factor != 0.0f ? o.scaling_factor : 1.0;

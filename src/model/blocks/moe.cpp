@@ -7,6 +7,7 @@
 #include "ops/linear.h"
 #include "ops/moe_experts.h"
 #include "ops/moe_router.h"
+#include "parallel/mappings.h"
 
 namespace mt {
 
@@ -81,6 +82,19 @@ void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorV
 
 double z_loss_coeff(const LayerContext& ctx) { return ctx.config->moe.z_loss_coeff / ctx.tp.size(); }
 
+// Sinkhorn's scores of this rank's tokens. The normalisation couples every token of the micro-batch,
+// so under sequence parallelism each rank gathers all shards' logits (f32 [N, E]: small), computes
+// the same scores and takes its rows.
+TensorView sinkhorn_scores(const LayerContext& ctx, const TensorView& logits, const MoeScratch& sc) {
+  if (!ctx.tp.sp()) {
+    moe_sinkhorn_fwd(sc.sinkhorn_scores, logits);
+    return sc.sinkhorn_scores;
+  }
+  gather_from_sp_fwd(ctx.tp, sc.sinkhorn_logits, logits);
+  moe_sinkhorn_fwd(sc.sinkhorn_scores, sc.sinkhorn_logits);
+  return sc.sinkhorn_scores.rows(ctx.tp.first_row(sc.sinkhorn_scores.shape[0]), logits.shape[0]);
+}
+
 // t's bytes into host memory at `host`.
 void to_host(void* host, const TensorView& t) { backend_for(t.device).copy_to_host(host, t.data, t.bytes()); }
 
@@ -146,6 +160,10 @@ MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shap
   sc.expert_out = a.alloc(DType::f32, {R, c.hidden_size});
   sc.loss = a.alloc(DType::f32, {1});
   if (c.moe.aux_loss()) sc.aux_scores = a.alloc(DType::f32, {Nl, c.moe.num_experts});
+  if (c.moe.router.sinkhorn) {
+    sc.sinkhorn_scores = a.alloc(DType::f32, {shape.rows(), c.moe.num_experts});
+    if (shape.sp > 1) sc.sinkhorn_logits = a.alloc(DType::f32, {shape.rows(), c.moe.num_experts});
+  }
   sc.dispatch =
       std::make_shared<ExpertDispatchScratch>(alloc_expert_dispatch_scratch(a, moe_dispatch_options(c, Nl), groups));
   if (has_shared_expert(c)) {
@@ -175,7 +193,10 @@ void moe_block_fwd(const LayerContext& ctx, const MoeWeights& w, const TensorVie
   const MoeConfig& m = c.moe;
   linear_fwd(saved.logits, inp, w.router_weight, TensorView());
   if (!m.router_fp32) ctx.round(saved.logits);
-  moe_router_fwd(saved.probs, saved.indices, saved.logits, w.expert_bias, m.router);
+  // Sinkhorn balances the choice in training only (Megatron's self.training, our dropout switch).
+  const bool balance = m.router.sinkhorn && ctx.dropout;
+  moe_router_fwd(saved.probs, saved.indices, saved.logits, w.expert_bias,
+                 balance ? sinkhorn_scores(ctx, saved.logits, sc) : TensorView(), m.router);
   moe_routing_map_fwd(saved.routing_probs, saved.routing_map, saved.probs, saved.indices, m.capacity);
   if (m.aux_loss() && ctx.aux_loss_scale != 0.0f) {
     // Training only (a backward follows). The counts the loss weighs the scores by: over the whole

@@ -11,7 +11,9 @@
 // They reach the ranks holding their experts through the token dispatcher
 // (parallel/expert_dispatch.h, over LayerContext::experts; a single rank when experts are whole),
 // and the load-balancing counts are summed over the tensor-parallel group, as Megatron sums them
-// over tp×cp.
+// over tp×cp. Sinkhorn routing (training) normalises over the whole micro-batch: each rank gathers
+// the shards' router logits, so every layout routes as one rank does (Megatron normalises each
+// rank's shard alone).
 #pragma once
 
 #include <array>
@@ -71,6 +73,8 @@ struct MoeScratch {
   TensorView shared_out;     // [Nl, h] forward: the shared expert's output; backward: its input gradient
   TensorView loss;           // [1] f32 one loss value
   TensorView aux_scores;     // [Nl, E] the load-balancing loss's scores (forward only: the backward remakes them)
+  TensorView sinkhorn_logits;  // [N, E] f32 every sequence shard's router logits (Sinkhorn under sp)
+  TensorView sinkhorn_scores;  // [N, E] f32 Sinkhorn's scores of the micro-batch (Sinkhorn only)
   std::shared_ptr<ExpertDispatchScratch> dispatch;
   std::shared_ptr<MoeHostMirror> host;  // shared: the scratch is passed const
   MlpScratch shared;

@@ -60,7 +60,8 @@ size_t route_bytes(int64_t experts, int64_t groups, int64_t topk) {
 }
 
 __global__ void router_fwd_kernel(float* probs, int32_t* indices, const float* logits, const float* bias,
-                                  int64_t rows, int64_t experts, MoeRouterOptions o, size_t per_row) {
+                                  const float* select, int64_t rows, int64_t experts, MoeRouterOptions o,
+                                  size_t per_row) {
   const int64_t groups = o.num_groups > 0 ? o.num_groups : 1;
   const int64_t picked = (experts > o.topk ? experts : o.topk) + groups;
   MT_ROW_LOOP(t, rows) {
@@ -73,7 +74,8 @@ __global__ void router_fwd_kernel(float* probs, int32_t* indices, const float* l
     s.allowed = take<bool>(at, experts);
     s.group_open = take<bool>(at, groups);
     s.in_group = take<bool>(at, experts);
-    moe_route_row(logits + t * experts, experts, bias, o, probs + t * o.topk, indices + t * o.topk, s);
+    moe_route_row(logits + t * experts, experts, bias, select ? select + t * experts : nullptr, o, probs + t * o.topk,
+                  indices + t * o.topk, s);
   }
 }
 
@@ -258,11 +260,12 @@ __global__ void expert_bias_kernel(float* bias, const float* counts, int64_t row
 
 }  // namespace
 
-void moe_router_fwd(float* probs, int32_t* indices, const float* logits, const float* bias, int64_t rows,
-                    int64_t experts, const MoeRouterOptions& o, cudaStream_t s) {
+void moe_router_fwd(float* probs, int32_t* indices, const float* logits, const float* bias, const float* select,
+                    int64_t rows, int64_t experts, const MoeRouterOptions& o, cudaStream_t s) {
   if (rows == 0) return;
   const RowLaunch l = row_launch(rows, route_bytes(experts, o.num_groups > 0 ? o.num_groups : 1, o.topk));
-  router_fwd_kernel<<<l.blocks, l.threads, l.shared, s>>>(probs, indices, logits, bias, rows, experts, o, l.per_row);
+  router_fwd_kernel<<<l.blocks, l.threads, l.shared, s>>>(probs, indices, logits, bias, select, rows, experts, o,
+                                                          l.per_row);
 }
 
 void moe_router_bwd(float* dlogits, const float* dprobs, const float* logits, const int32_t* indices, int64_t rows,

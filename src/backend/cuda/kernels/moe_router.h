@@ -10,9 +10,13 @@
 
 namespace mt::cuda::k {
 
-// Per-token routing and its backward (backend/math/moe_router_math.h per row); bias may be null.
-void moe_router_fwd(float* probs, int32_t* indices, const float* logits, const float* bias, int64_t rows,
-                    int64_t experts, const MoeRouterOptions& o, cudaStream_t s);
+// Per-token routing and its backward (backend/math/moe_router_math.h per row); bias and select
+// (Sinkhorn's scores [rows, experts]) may be null.
+void moe_router_fwd(float* probs, int32_t* indices, const float* logits, const float* bias, const float* select,
+                    int64_t rows, int64_t experts, const MoeRouterOptions& o, cudaStream_t s);
+// Sinkhorn's normalisation of logits [rows, experts] into scores (backend/math/moe_sinkhorn_math.h),
+// in moe_sinkhorn.cu; scores must not alias logits.
+void moe_sinkhorn_fwd(float* scores, const float* logits, int64_t rows, int64_t experts, cudaStream_t s);
 void moe_router_bwd(float* dlogits, const float* dprobs, const float* logits, const int32_t* indices, int64_t rows,
                     int64_t experts, const MoeRouterOptions& o, cudaStream_t s);
 
