@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "model/list_expression.h"
 
 namespace mt {
 
@@ -89,18 +90,14 @@ void ModelConfig::finalize() {
 
 namespace {
 
-// --moe-layer-freq: "N" (every N-th layer from layer 0, Megatron's integer form) or "[1,0,1,...]"
-// with one 0/1 per layer.
+// --moe-layer-freq: "N" (every N-th layer from layer 0, Megatron's integer form) or a list of one
+// 0/1 per layer, written as Megatron evaluates it: "[1,0,1,0]", "([0]*3+[1]*5)".
 std::vector<uint8_t> moe_layer_pattern(const std::string& freq, int64_t num_layers) {
   std::vector<uint8_t> pattern;
-  if (!freq.empty() && freq.front() == '[') {
-    MT_CHECK(freq.back() == ']') << "--moe-layer-freq " << freq << ": a list must end with ']'";
-    std::stringstream items(freq.substr(1, freq.size() - 2));
-    for (std::string item; std::getline(items, item, ',');) {
-      item.erase(std::remove(item.begin(), item.end(), ' '), item.end());
-      MT_CHECK(item == "0" || item == "1") << "--moe-layer-freq " << freq << ": every entry must be 0 or 1, got '"
-                                           << item << "'";
-      pattern.push_back(item == "1" ? 1 : 0);
+  if (freq.find('[') != std::string::npos) {
+    for (int64_t item : evaluate_list_expression(freq)) {
+      MT_CHECK(item == 0 || item == 1) << "--moe-layer-freq " << freq << ": every entry must be 0 or 1, got " << item;
+      pattern.push_back(static_cast<uint8_t>(item));
     }
     MT_CHECK(static_cast<int64_t>(pattern.size()) == num_layers)
         << "--moe-layer-freq " << freq << " lists " << pattern.size() << " layers but --num-layers is " << num_layers;
@@ -113,7 +110,7 @@ std::vector<uint8_t> moe_layer_pattern(const std::string& freq, int64_t num_laye
   } catch (const std::exception&) {
     used = 0;
   }
-  MT_CHECK(used == freq.size() && n > 0) << "--moe-layer-freq must be a positive integer or a list like [1,0,1,0], got '"
+  MT_CHECK(used == freq.size() && n > 0) << "--moe-layer-freq must be a positive integer or a list like [1,0,1,0] or ([0]*1+[1]*3), got '"
                                          << freq << "'";
   for (int64_t i = 0; i < num_layers; ++i) pattern.push_back(i % n == 0 ? 1 : 0);
   return pattern;

@@ -4,6 +4,7 @@
 
 #include "app/options.h"
 #include "model/config.h"
+#include "model/list_expression.h"
 #include "testing.h"
 
 namespace mt {
@@ -80,6 +81,34 @@ TEST(ModelConfig, RejectsInconsistentShapesWithClearMessages) {
   c.recompute_granularity = RecomputeGranularity::selective;
   c.attention_impl = AttentionImpl::unfused;
   EXPECT_NE(error_of([&] { c.finalize(); }).find("drop one of the two"), std::string::npos);
+}
+
+// --moe-layer-freq's list arithmetic, as Python evaluates it.
+TEST(ListExpression, EvaluatesMegatronsLayerPatterns) {
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(evaluate_list_expression("[1,0,1]"), (V{1, 0, 1}));
+  EXPECT_EQ(evaluate_list_expression("([0]*3+[1]*2)"), (V{0, 0, 0, 1, 1}));
+  EXPECT_EQ(evaluate_list_expression("([1]*2+[0]*1)*2"), (V{1, 1, 0, 1, 1, 0}));
+  EXPECT_EQ(evaluate_list_expression("[0] + 2 * [1]"), (V{0, 1, 1}));
+  EXPECT_EQ(evaluate_list_expression("[1]*(1+2)"), (V{1, 1, 1}));
+  EXPECT_EQ(evaluate_list_expression("[]"), V{});
+  EXPECT_EQ(evaluate_list_expression("[1, 0,]"), (V{1, 0}));
+  for (const char* bad : {"[1]*[2]", "[1]+2", "([1]*3", "[1,,]", "[1]*3)", "3", "[1]-[0]", "[1]*x"})
+    EXPECT_NE(error_of([&] { evaluate_list_expression(bad); }).find("list"), std::string::npos) << bad;
+}
+
+TEST(ModelConfig, MoeLayerFreqTakesMegatronsListExpressions) {
+  ModelConfig c = base();
+  c.num_layers = 4;
+  c.moe.num_experts = 4;
+  c.add_bias_linear = false;
+  c.moe.layer_freq = "([0]*1+[1]*3)";
+  c.finalize();
+  EXPECT_EQ(c.moe.layer_is_moe, (std::vector<uint8_t>{0, 1, 1, 1}));
+  c.moe.layer_freq = "([0]*1+[1]*2)";
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("lists 3 layers but --num-layers is 4"), std::string::npos);
+  c.moe.layer_freq = "[0]*1+[2]*3";
+  EXPECT_NE(error_of([&] { c.finalize(); }).find("every entry must be 0 or 1"), std::string::npos);
 }
 
 TEST(Options, ParsesTypedValuesAndDefaults) {
