@@ -236,7 +236,13 @@ TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
             std::string::npos);
   EXPECT_NE(error_with({"--recompute-modules", "mlp"}).find("selective only"), std::string::npos);
   EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe"})
-                .find("--recompute-modules moe: the modules are core_attn, layernorm, mlp and moe_act"),
+                .find("--recompute-modules moe is not implemented in megatron.cpp: recomputing a whole MoE layer"),
+            std::string::npos);
+  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj"})
+                .find("multi-latent attention (DeepSeek-V3 layers) (planned)"),
+            std::string::npos);
+  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "attn"})
+                .find("--recompute-modules attn: the modules are core_attn, layernorm, mlp and moe_act"),
             std::string::npos);
   // Without core_attn, selective recomputation and the unfused attention (which stores the
   // probabilities) go together; with it they contradict each other.

@@ -378,34 +378,28 @@ def train_cmd(binary, argv, world):
 
 def peel(binary, argv, world, timeout, limit=60):
     """Every flag of argv that plan refuses: drop the refused flag (with its values) and plan again.
-    Returns (the refused flags, what plan says once none is refused: '' when it passes)."""
-    refused, groups = [], parse_groups(argv)
+    Returns (the refused flags, their refusals, what plan says once none is refused: '' when it passes)."""
+    refused, reasons, groups = [], [], parse_groups(argv)
     for _ in range(limit):
         flat = [t for flag, values in groups for t in ([flag] if flag else []) + values]
         rc, out = run_cmd(plan_cmd(binary, flat, world), timeout)
         error = first_error(rc, out, timeout)
         flag = refused_flag(error)
         if not flag or flag in refused:
-            return refused, error
+            return refused, reasons, error
         refused.append(flag)
+        reasons.append(error)
         groups = [g for g in groups if g[0] != flag]
-    return refused, "(stopped peeling)"
+    return refused, reasons, "(stopped peeling)"
 
 
-def planned_flags(binary):
-    """The Megatron flags the binary refuses as planned (features of open issues), from `megatron flags`."""
-    out = subprocess.run([binary, "flags", "--markdown"], capture_output=True, text=True, check=True).stdout
-    section = out.split("\n## not implemented yet (planned)\n", 1)[1].split("\n## ", 1)[0] if \
-        "\n## not implemented yet (planned)\n" in out else ""
-    return set(re.findall(r"`(--[^`]+)`", section))
-
-
-def waits_for_planned(result, planned):
-    """A failing line whose every refused flag is planned and that plans once they are left out: what
-    the issue's "Done when" excuses."""
-    refused = result.get("refused_flags") or []
-    return (not (result["plan_ok"] and result["train_ok"]) and bool(refused)
-            and all(f in planned for f in refused) and result.get("after_refused") == "")
+def waits_for_planned(result):
+    """A failing line whose every refusal names a planned feature (a feature of an open issue: the
+    message ends in "(planned)") and that plans once the refused flags are left out: what the
+    issue's "Done when" excuses."""
+    reasons = result.get("refusals") or []
+    return (not (result["plan_ok"] and result["train_ok"]) and bool(reasons)
+            and all(r.endswith("(planned)") for r in reasons) and result.get("after_refused") == "")
 
 
 def run_line(args, rec, line, tmp, plan_timeout):
@@ -423,7 +417,8 @@ def run_line(args, rec, line, tmp, plan_timeout):
         result["train_ok"] = rc == 0 and not train_err
         result["train_error"] = train_err
     if not args.no_peel and refused_flag(plan_err or result["train_error"]):
-        result["refused_flags"], result["after_refused"] = peel(args.megatron, line.argv, line.world, plan_timeout)
+        result["refused_flags"], result["refusals"], result["after_refused"] = peel(
+            args.megatron, line.argv, line.world, plan_timeout)
     return result
 
 
@@ -480,7 +475,7 @@ def write_markdown(path, results, args):
             f.write(f"| {label} | {len(rs)} | {count(rs, 'plan_ok')} | {count(rs, 'train_ok')} | {waiting(rs)} | "
                     f"{share} |\n")
         f.write("\nA line *waits only for planned features* when every flag it is refused names a feature of an "
-                "open issue (`megatron flags`: \"not implemented yet (planned)\") and plan passes without them.\n")
+                "open issue (the refusal ends in \"(planned)\") and plan passes without them.\n")
         f.write("\n## First errors (train's, or plan's when train ran clean or did not run)\n\n"
                 "| lines | first error |\n|---|---|\n")
         for key, n in first.most_common():
@@ -543,7 +538,6 @@ def main():
             return
         results = []
         plan_timeout = max(10, args.timeout // 3)
-        planned = planned_flags(args.megatron)
         for k, rec in enumerate(records):
             tmp = os.path.join(base, "lines", re.sub(r"[^\w.@-]", "_", rec["name"]))
             for _attempt in range(3):  # again, from a clean directory, when the binary was rebuilt meanwhile
@@ -555,7 +549,7 @@ def main():
                 result["binary_mtime"] = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
                 if os.path.exists(args.megatron) and os.stat(args.megatron).st_mtime == mtime:
                     break
-            result["waits_for_planned"] = waits_for_planned(result, planned)
+            result["waits_for_planned"] = waits_for_planned(result)
             results.append(result)
             shutil.rmtree(tmp, ignore_errors=True)
             status = lambda ok: "ok" if ok else ("-" if ok is None else "FAIL")  # noqa: E731
