@@ -1,7 +1,8 @@
 // `megatron plan`: what a `megatron train` command line would reserve on every rank, how much
 // it computes and how long its pipeline idles, from the flags alone: no model is built, no
 // memory allocated, no MPI started. The memory is the memory tracker's, category by category
-// (plan/memory_plan).
+// (plan/memory_plan). Under --step-batch-size-schedule everything is planned for its final,
+// largest batch (the most micro-batches in flight, the most FLOPs, the smallest bubble).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -102,6 +103,9 @@ int cmd_plan(const std::vector<std::string>& args) {
     rerun += recompute_flops(layout.model, {l.first_layer, l.last_layer, l.embedding, l.head}, global_batch);
   const double bubble = bubble_fraction(grid.pp(), pipeline.partition.vp, layout.num_microbatches);
 
+  // The steps in samples; empty without a schedule.
+  const std::string schedule = train.step_batch_size_schedule ? train.step_batch_size_schedule->describe() : "";
+
   if (options.flag("--json")) {
     nlohmann::ordered_json ranks = nlohmann::ordered_json::array();
     for (int r = 0; r < grid.world_size(); ++r) {
@@ -128,6 +132,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                                  {"micro_batch_size", layout.micro_batch},
                                  {"num_microbatches", layout.num_microbatches},
                                  {"global_batch_size", global_batch},
+                                 {"step_batch_size_schedule", schedule},
                                  {"flops_per_iteration", flops},
                                  {"recompute_flops_per_iteration", rerun},
                                  {"pipeline_bubble_fraction", bubble},
@@ -142,6 +147,9 @@ int cmd_plan(const std::vector<std::string>& args) {
               grid.pp(), pipeline.partition.vp > 1 ? (" (" + std::to_string(pipeline.partition.vp) + " chunks per rank)").c_str() : "",
               grid.dp(), layout.num_microbatches, static_cast<long long>(layout.micro_batch),
               static_cast<long long>(global_batch));
+  if (!schedule.empty())
+    std::printf("planned for the final, largest batch of --step-batch-size-schedule (in samples: %s)\n",
+                schedule.c_str());
   std::printf("memory per rank (bytes the memory tracker counts; the same on every rank of a pipeline stage):\n");
   for (const PipelineRankMemory& stage : memory) {
     const RankMemory& m = stage.total;

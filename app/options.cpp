@@ -74,8 +74,10 @@ const std::vector<OptionSpec> kTable = {
     // Training (training_config.py: TrainingConfig, ValidationConfig, LoggerConfig).
     {"--micro-batch-size", T::integer, "", "sequences per micro-batch (required)", "", "train"},
     {"--global-batch-size", T::integer, "", "sequences per iteration, a multiple of micro batch x dp (default: micro batch x dp)", "", "train"},
+    {"--step-batch-size-schedule", T::text, "", "global batch growing with the tokens consumed: \"THRESHOLD:BATCH ...\" (e.g. \"0:384 200B:768\"; K/M/B/T suffixes); --global-batch-size, if given, must equal its final batch", "", "train"},
+    {"--eval-global-batch-size", T::integer, "", "sequences per evaluation iteration, a multiple of micro batch x dp (default: the global batch; under a schedule its final one)", "", "train"},
     {"--train-iters", T::integer, "", "iterations to train (or give --train-samples)", "", "train"},
-    {"--train-samples", T::integer, "", "samples to train; iterations = samples // global batch (or give --train-iters)", "", "train"},
+    {"--train-samples", T::integer, "", "samples to train; iterations = samples // global batch, or under a batch schedule the iterations that reach them (or give --train-iters)", "", "train"},
     {"--log-interval", T::integer, "100", "iterations between log lines", "", "train"},
     {"--eval-interval", T::integer, "", "iterations between evaluations on the validation split (default: only after training)", "", "train"},
     {"--eval-iters", T::integer, "100", "global batches per evaluation (validation and test); 0 disables evaluation", "", "train"},

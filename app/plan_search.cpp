@@ -22,14 +22,17 @@ namespace mt {
 int plan_search(const Options& options, const ModelConfig& model, const TrainConfig& train, int world_size) {
   MT_CHECK(options.given("--global-batch-size"))
       << "--search keeps the global batch and varies everything else: pass --global-batch-size";
+  MT_CHECK(!train.step_batch_size_schedule)
+      << "--search plans one global batch: pass --global-batch-size (e.g. the schedule's final batch) without "
+         "--step-batch-size-schedule";
   const DeviceModel device = device_model(planned_device_model(options));
   const double budget = options.has("--memory-budget-gb") ? options.real("--memory-budget-gb") * 1024.0 * 1024.0 * 1024.0
                                                            : device.memory_bytes;
   MT_CHECK(budget > 0) << "--memory-budget-gb must be positive";
   const int64_t top = options.integer("--top");
   MT_CHECK(top >= 1) << "--top must be at least 1, got " << top;
-  // Layouts that share a pipeline (p, v, m, group size) share its schedules.
-  std::map<std::tuple<int, int, int, int>, PipelinePlan> pipelines;
+  // Layouts that share a pipeline (p, v, m, group size, evaluation's m) share its schedules.
+  std::map<std::tuple<int, int, int, int, int>, PipelinePlan> pipelines;
   std::vector<LayoutEstimate> fits;
   int planned = 0, refused = 0, too_big = 0;
   const std::vector<LayoutChoice> choices =
@@ -57,7 +60,8 @@ int plan_search(const Options& options, const ModelConfig& model, const TrainCon
     t.overlap_param_gather = t.overlap_param_gather && choice.distributed_optimizer;
     try {
       const TrainingLayout layout = training_layout(m, t, world_size, planned_target(options));
-      const auto key = std::make_tuple(choice.pp, choice.vp, layout.num_microbatches, layout.microbatch_group_size);
+      const auto key = std::make_tuple(choice.pp, choice.vp, layout.num_microbatches, layout.microbatch_group_size,
+                                       layout.eval_microbatches);
       auto at = pipelines.find(key);
       if (at == pipelines.end()) at = pipelines.emplace(key, pipeline_plan(layout)).first;
       const LayoutEstimate e = estimate_layout(layout, at->second, choice, device);

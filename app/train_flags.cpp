@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "train/batch_schedule.h"
 
 namespace mt {
 
@@ -185,6 +186,11 @@ TrainConfig train_config(const Options& o) {
   MT_CHECK(o.has("--micro-batch-size")) << "pass --micro-batch-size (sequences per micro-batch)";
   t.micro_batch_size = o.integer("--micro-batch-size");
   if (o.has("--global-batch-size")) t.global_batch_size = o.integer("--global-batch-size");
+  // Thresholds count tokens: GPT always knows its sequence length (Megatron passes it too).
+  if (o.has("--step-batch-size-schedule"))
+    t.step_batch_size_schedule =
+        BatchSchedule::parse(o.text("--step-batch-size-schedule"), o.integer("--seq-length"));
+  if (o.has("--eval-global-batch-size")) t.eval_global_batch_size = o.integer("--eval-global-batch-size");
   t.train_iters = optional_integer(o, "--train-iters");
   t.train_samples = optional_integer(o, "--train-samples");
   t.log_interval = o.integer("--log-interval");

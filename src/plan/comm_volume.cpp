@@ -305,7 +305,7 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
           if (c.mlp_kind(i) == MlpKind::moe)
             terms.add(CommGroup::dp, "global load-balancing counts", all_reduce, layout.num_microbatches,
                       4 * c.moe.num_experts);
-    pipeline_messages(terms, layout, pipeline.train.ranks.at(static_cast<size_t>(r)));
+    pipeline_messages(terms, layout, pipeline.largest_train().ranks.at(static_cast<size_t>(r)));
     for (const StageRange& range : ranges) gradient_sync_chunk(terms, layout, range, embedding_group);
     // The loss sums (Σ loss, Σ mask: two f64) over dp, then over the pipeline.
     if (dp > 1) terms.add(CommGroup::dp, "loss sums", all_reduce, 1, 16);

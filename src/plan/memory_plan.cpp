@@ -2,32 +2,55 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "model/stage_buffers.h"
 #include "pipeline/simulate.h"
 #include "plan/activation_memory.h"
 
 namespace mt {
 
+const Schedule& PipelinePlan::train(int num_microbatches) const {
+  const auto at = train_by_microbatches.find(num_microbatches);
+  MT_CHECK(at != train_by_microbatches.end()) << "no training schedule planned for " << num_microbatches << " micro-batches";
+  return at->second;
+}
+
 std::vector<int> PipelinePlan::slots(int pp_rank) const {
-  return max_in_flight(train.ranks.at(static_cast<size_t>(pp_rank)), partition.vp);
+  std::vector<int> most(static_cast<size_t>(partition.vp), 0);
+  for (const auto& [m, schedule] : train_by_microbatches) {
+    const std::vector<int> in_flight = max_in_flight(schedule.ranks.at(static_cast<size_t>(pp_rank)), partition.vp);
+    for (size_t c = 0; c < most.size(); ++c) most[c] = std::max(most[c], in_flight[c]);
+  }
+  return most;
 }
 
 int PipelinePlan::receive_buffers(int pp_rank) const {
   const auto r = static_cast<size_t>(pp_rank);
-  return std::max(max_buffered_receives(train.ranks.at(r), partition.pp),
-                  max_buffered_receives(eval.ranks.at(r), partition.pp));
+  int most = max_buffered_receives(eval.ranks.at(r), partition.pp);
+  for (const auto& [m, schedule] : train_by_microbatches)
+    most = std::max(most, max_buffered_receives(schedule.ranks.at(r), partition.pp));
+  return most;
 }
 
 PipelinePlan pipeline_plan(const TrainingLayout& layout) {
   PipelinePlan plan;
   plan.partition = partition_layers(layout.pipeline);
-  ScheduleConfig config{plan.partition.pp, plan.partition.vp, layout.num_microbatches, layout.microbatch_group_size,
-                        false};
-  plan.train = build_schedule(config);
-  check_schedule(plan.train);
-  config.forward_only = true;
-  plan.eval = build_schedule(config);
-  check_schedule(plan.eval);
+  const auto built = [&](int m, bool forward_only) {
+    const ScheduleConfig config{plan.partition.pp, plan.partition.vp, m, layout.microbatch_group_size, forward_only};
+    try {
+      Schedule schedule = build_schedule(config);
+      check_schedule(schedule);
+      return schedule;
+    } catch (const Error& e) {
+      // A step of a batch schedule or a separate evaluation batch: say which count broke it.
+      if (forward_only ? m == layout.num_microbatches : layout.earlier_microbatches.empty()) throw;
+      MT_FAIL() << (forward_only ? "evaluation (--eval-global-batch-size)" : "a --step-batch-size-schedule step")
+                << " with " << m << " micro-batches per data-parallel rank: " << e.what();
+    }
+  };
+  for (const int m : layout.earlier_microbatches) plan.train_by_microbatches.emplace(m, built(m, false));
+  plan.train_by_microbatches.emplace(layout.num_microbatches, built(layout.num_microbatches, false));
+  plan.eval = built(layout.eval_microbatches > 0 ? layout.eval_microbatches : layout.num_microbatches, true);
   return plan;
 }
 

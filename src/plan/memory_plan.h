@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -25,7 +26,12 @@ struct TrainingLayout {
   GridConfig grid;
   PartitionConfig pipeline;  // its pp and num_layers match grid and model
   int64_t micro_batch = 1;
-  int num_microbatches = 1;       // per iteration and data-parallel rank
+  // Micro-batches per iteration and data-parallel rank: the largest count of a
+  // --step-batch-size-schedule (what memory, FLOPs and communication are planned for), and the
+  // smaller counts its earlier steps run (each gets its own training schedule).
+  int num_microbatches = 1;
+  std::vector<int> earlier_microbatches;
+  int eval_microbatches = 0;      // per evaluation iteration (--eval-global-batch-size); 0 = num_microbatches
   int microbatch_group_size = 0;  // interleaving's; 0 = pp
   DdpConfig ddp;                  // data_parallel_size: the grid's
   WorkspaceTarget target;         // what the attention workspace is sized for
@@ -33,14 +39,19 @@ struct TrainingLayout {
   bool per_token_loss = false;
 };
 
-// The pipeline a layout runs: its split into model chunks and its schedules (training, and the
-// forward-only one of evaluation), each checked by the simulator.
+// The pipeline a layout runs: its split into model chunks and its schedules (training, one per
+// micro-batch count, and the forward-only one of evaluation), each checked by the simulator.
 struct PipelinePlan {
   PipelinePartition partition;
-  Schedule train, eval;
+  std::map<int, Schedule> train_by_microbatches;
+  Schedule eval;
 
-  // Per model chunk of pipeline rank `pp_rank`, the micro-batches in flight at once: its stage's
-  // activation slots.
+  // The training schedule of `num_microbatches` (throws for a count the layout does not run).
+  const Schedule& train(int num_microbatches) const;
+  // That of the layout's largest count.
+  const Schedule& largest_train() const { return train_by_microbatches.rbegin()->second; }
+  // Per model chunk of pipeline rank `pp_rank`, the micro-batches in flight at once under any of
+  // the training schedules: its stage's activation slots.
   std::vector<int> slots(int pp_rank) const;
   // The f32 hidden-state messages pipeline rank `pp_rank` holds before the computes that consume
   // them (either schedule): its receive buffers.

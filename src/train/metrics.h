@@ -26,10 +26,11 @@ struct MoeIterationMetrics {
 struct IterationStats {
   int64_t iteration = 0;         // 1-based
   int64_t consumed_samples = 0;  // global samples consumed after this iteration
+  int64_t global_batch_size = 0;  // samples it read (the batch schedule's step)
   double loss = 0.0;             // lm loss: Σ mask·token loss / Σ mask over the global batch
   double num_tokens = 0.0;       // Σ mask over the global batch
   double grad_norm = 0.0;        // global L2 norm before clipping
-  float lr = 0.0f;               // learning rate this iteration's update used: lr((i-1)·gbs)
+  float lr = 0.0f;               // learning rate this iteration's update used: lr(samples consumed before it)
   float weight_decay = 0.0f;     // weight decay it used
   float logged_lr = 0.0f;        // the scheduler's lr after this iteration (what Megatron logs)
   bool skipped = false;          // update skipped (fp16 overflow); the schedule did not advance

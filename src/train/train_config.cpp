@@ -1,6 +1,8 @@
 // Owns TrainConfig's validation and derived values (see train_config.h).
 #include "train/train_config.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace mt {
@@ -9,15 +11,34 @@ void TrainConfig::finalize() {
   MT_CHECK(micro_batch_size > 0) << "--micro-batch-size must be given and > 0 (got " << micro_batch_size << ")";
   MT_CHECK(data_parallel_size > 0 && data_parallel_rank >= 0 && data_parallel_rank < data_parallel_size)
       << "data-parallel rank " << data_parallel_rank << " outside a data-parallel size of " << data_parallel_size;
-  // arguments.py: the global batch defaults to micro batch × dp (one micro-batch per rank).
-  if (global_batch_size == 0) global_batch_size = micro_batch_size * data_parallel_size;
-  MT_CHECK(global_batch_size > 0) << "--global-batch-size must be > 0 (got " << global_batch_size << ")";
   const int64_t per_step = micro_batch_size * data_parallel_size;
-  MT_CHECK(global_batch_size % per_step == 0)
-      << "--global-batch-size (" << global_batch_size << ") is not a multiple of --micro-batch-size ("
-      << micro_batch_size << ") x data-parallel size (" << data_parallel_size << ") = " << per_step
-      << "; choose a global batch that is";
-  num_microbatches = global_batch_size / per_step;
+  if (step_batch_size_schedule) {
+    MT_CHECK(!step_batch_size_schedule->empty()) << "--step-batch-size-schedule has no entry";
+    const int64_t last = step_batch_size_schedule->final_batch();
+    MT_CHECK(global_batch_size == 0 || global_batch_size == last)
+        << "--global-batch-size " << global_batch_size << " differs from the final batch size " << last
+        << " of --step-batch-size-schedule; Megatron-LM refuses the two together, megatron.cpp accepts "
+           "--global-batch-size only when it equals the schedule's final batch: drop it or pass " << last;
+    global_batch_size = last;
+    batches = *step_batch_size_schedule;
+  } else {
+    // arguments.py: the global batch defaults to micro batch × dp (one micro-batch per rank).
+    if (global_batch_size == 0) global_batch_size = per_step;
+    MT_CHECK(global_batch_size > 0) << "--global-batch-size must be > 0 (got " << global_batch_size << ")";
+    batches = BatchSchedule::constant(global_batch_size);
+  }
+  // Megatron checks only the step in use (so a resume under more ranks may skip early steps);
+  // every step is checked here, before anything runs.
+  for (const BatchStep& step : batches.steps())
+    MT_CHECK(step.batch_size % per_step == 0)
+        << (step_batch_size_schedule ? "the --step-batch-size-schedule batch size " : "--global-batch-size ")
+        << "(" << step.batch_size << ") is not a multiple of --micro-batch-size (" << micro_batch_size
+        << ") x data-parallel size (" << data_parallel_size << ") = " << per_step << "; choose a global batch that is";
+  if (eval_global_batch_size == 0) eval_global_batch_size = global_batch_size;
+  MT_CHECK(eval_global_batch_size > 0 && eval_global_batch_size % per_step == 0)
+      << "--eval-global-batch-size (" << eval_global_batch_size << ") must be a positive multiple of "
+      << "--micro-batch-size (" << micro_batch_size << ") x data-parallel size (" << data_parallel_size << ") = " << per_step;
+  eval_num_microbatches = eval_global_batch_size / per_step;
   // Megatron silently ignores a bucket size without overlap (one bucket); say so instead.
   MT_CHECK(ddp_bucket_size >= 0) << "--ddp-bucket-size must be positive (got " << ddp_bucket_size << ")";
   MT_CHECK(ddp_bucket_size == 0 || overlap_grad_reduce)
@@ -47,8 +68,10 @@ void TrainConfig::finalize() {
     iterations = *train_iters;
   } else {
     MT_CHECK(*train_samples > 0) << "--train-samples must be > 0 (got " << *train_samples << ")";
-    // training.py::update_train_iters (constant batch size): the last partial batch is dropped.
-    iterations = *train_samples / global_batch_size;
+    // training.py::update_train_iters: a constant batch drops the last partial batch; a schedule
+    // runs until the samples are reached.
+    iterations = step_batch_size_schedule ? batches.iterations_for_samples(*train_samples)
+                                          : *train_samples / global_batch_size;
     MT_CHECK(iterations > 0) << "--train-samples (" << *train_samples << ") is less than one global batch ("
                              << global_batch_size << "); nothing to train";
   }
@@ -81,12 +104,27 @@ void TrainConfig::finalize() {
 
 LrScheduleConfig TrainConfig::lr_schedule() const { return lr_schedule_config_from_flags(schedule); }
 
+int64_t TrainConfig::num_microbatches_at(int64_t consumed) const {
+  return global_batch_at(consumed) / (micro_batch_size * data_parallel_size);
+}
+
+std::vector<int64_t> TrainConfig::microbatch_counts() const {
+  std::vector<int64_t> counts;
+  for (const BatchStep& step : batches.steps()) {
+    const int64_t m = step.batch_size / (micro_batch_size * data_parallel_size);
+    if (counts.empty() || counts.back() != m) counts.push_back(m);  // steps never shrink
+  }
+  return counts;
+}
+
 std::array<int64_t, 3> TrainConfig::dataset_sizes() const {
-  const int64_t train = train_samples && *train_samples != 0 ? *train_samples : iterations * global_batch_size;
+  int64_t train = train_samples && *train_samples != 0 ? *train_samples : iterations * global_batch_size;
+  const std::vector<BatchRun> runs = batches.runs(0, iterations);
+  if (!runs.empty()) train = std::max(train, runs.back().start_sample + runs.back().batch_size * runs.back().iterations);
   // Megatron divides by eval_interval unconditionally (a missing one is a crash there); without
   // it we evaluate once, after training, so one evaluation point is needed.
   const int64_t eval_points = eval_interval ? iterations / *eval_interval + 1 : 1;
-  return {train, eval_points * eval_iters * global_batch_size, eval_iters * global_batch_size};
+  return {train, eval_points * eval_iters * eval_global_batch_size, eval_iters * eval_global_batch_size};
 }
 
 bool TrainConfig::evaluate_after(int64_t iteration) const {

@@ -1,7 +1,8 @@
 // Owns TrainConfig: the training-loop settings of `pretrain_gpt.py` (batch sizes, run length,
 // evaluation, exit, loss normalisation, LR/WD schedule flags, data), their validation with one
-// clear message per inconsistency, and what Megatron derives from them (number of micro-batches,
-// iterations of a sample-based run, the dataset sizes of each split, the scheduler's config).
+// clear message per inconsistency, and what Megatron derives from them (the global batch and
+// number of micro-batches of each iteration, iterations of a sample-based run, the dataset sizes
+// of each split, the scheduler's config).
 #pragma once
 
 #include <array>
@@ -9,11 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "optim/loss_scaler.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
 #include "pipeline/partition.h"
+#include "train/batch_schedule.h"
 
 namespace mt {
 
@@ -47,6 +50,13 @@ struct CheckpointConfig {
 struct TrainConfig {
   int64_t micro_batch_size = 0;   // --micro-batch-size (required, as in Megatron)
   int64_t global_batch_size = 0;  // --global-batch-size; 0 = micro batch × data-parallel size
+  // --step-batch-size-schedule (thresholds in samples): the global batch grows with the samples
+  // consumed. Megatron refuses --global-batch-size with it; here it may be given when it equals
+  // the schedule's final batch (Megatron's own GPT-3 175B example passes both), which it becomes.
+  std::optional<BatchSchedule> step_batch_size_schedule;
+  // --eval-global-batch-size: samples per evaluation iteration; 0 = global_batch_size (under a
+  // schedule: its final batch, which Megatron uses when --global-batch-size is given too).
+  int64_t eval_global_batch_size = 0;
   // Not flags: the parallel grid sets them. Rank r of dp reads its slice of every global batch.
   int64_t data_parallel_size = 1;
   int64_t data_parallel_rank = 0;
@@ -117,8 +127,16 @@ struct TrainConfig {
   bool show_progress = false;
 
   // Filled by finalize().
-  int64_t num_microbatches = 0;  // global batch / (micro batch × dp)
-  int64_t iterations = 0;        // train_iters, or train_samples // global batch
+  BatchSchedule batches;         // the step schedule, or global_batch_size from sample 0
+  int64_t iterations = 0;        // train_iters, or what train_samples takes (update_train_iters)
+  int64_t eval_num_microbatches = 0;  // eval global batch / (micro batch × dp)
+
+  // The global batch and the micro-batches per data-parallel rank of the iteration that starts
+  // after `consumed` samples (Megatron's update_num_microbatches(consumed_samples)).
+  int64_t global_batch_at(int64_t consumed) const { return batches.batch_at(consumed); }
+  int64_t num_microbatches_at(int64_t consumed) const;
+  // Every micro-batch count of the schedule, ascending (one without a schedule).
+  std::vector<int64_t> microbatch_counts() const;
 
   // Validates and fills the derived fields, the way Megatron's validate_args and
   // update_train_iters do. Throws mt::Error naming the flags to fix.
@@ -128,9 +146,11 @@ struct TrainConfig {
   LrScheduleConfig lr_schedule() const;
 
   // Samples requested from the train/valid/test splits (training.py::
-  // get_train_valid_test_num_samples): train = train_samples or train_iters × gbs; valid =
-  // (iterations // eval_interval + 1) × eval_iters × gbs (one evaluation point without
-  // --eval-interval); test = eval_iters × gbs.
+  // get_train_valid_test_num_samples): train = train_samples or train_iters × gbs (under a
+  // schedule gbs is its final, largest batch, and a sample-based run's last batch, read whole,
+  // may need more than train_samples: what the run consumes); valid = (iterations //
+  // eval_interval + 1) × eval_iters × eval gbs (one evaluation point without --eval-interval);
+  // test = eval_iters × eval gbs.
   std::array<int64_t, 3> dataset_sizes() const;
 
   // Evaluation after this iteration (every --eval-interval iterations).

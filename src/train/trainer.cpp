@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <utility>
 
 #include "backend/backend.h"
 #include "ckpt/shard_file.h"
@@ -94,7 +96,10 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.pipeline = t.pipeline;
   l.pipeline.num_layers = l.model.num_layers;
   l.micro_batch = t.micro_batch_size;
-  l.num_microbatches = static_cast<int>(t.num_microbatches);
+  const std::vector<int64_t> counts = t.microbatch_counts();
+  for (size_t i = 0; i + 1 < counts.size(); ++i) l.earlier_microbatches.push_back(static_cast<int>(counts[i]));
+  l.num_microbatches = static_cast<int>(counts.back());
+  l.eval_microbatches = static_cast<int>(t.eval_num_microbatches);
   l.microbatch_group_size = t.microbatch_group_size;
   l.ddp.data_parallel_size = static_cast<int>(t.data_parallel_size);
   l.ddp.use_distributed_optimizer = t.use_distributed_optimizer;
@@ -154,7 +159,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   pp_rank_ = groups_.grid.dense_coords(groups_.world->rank()).pp;
   const PipelinePlan pipeline = pipeline_plan(layout);
   const PipelinePartition& partition = pipeline.partition;
-  train_schedule_ = pipeline.train;
+  train_schedules_ = pipeline.train_by_microbatches;
   eval_schedule_ = pipeline.eval;
   const std::vector<int> slots = pipeline.slots(pp_rank_);
 
@@ -219,8 +224,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
            config_.loss_scale.bf16 == (model_config_.params_dtype == DType::bf16))
       << "the model and training configs disagree on --bf16/--fp16";
   scaler_ = loss_scaler_from_flags(config_.loss_scale);
-  buffers_.resize(static_cast<size_t>(config_.num_microbatches));
-  flops_per_iteration_ = flops_per_iteration(model_config_, config_.global_batch_size);
+  buffers_.resize(static_cast<size_t>(std::max<int64_t>(layout.num_microbatches, config_.eval_num_microbatches)));
 }
 
 CommTotals Trainer::comm_totals(CommGroup group) const {
@@ -253,14 +257,17 @@ void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineC
 }
 
 ForwardBackwardResult Trainer::forward_backward() {
+  // The batch schedule's step at the samples consumed so far (update_num_microbatches).
+  const int num_microbatches = static_cast<int>(config_.num_microbatches_at(consumed_train_samples_));
+  const std::span<MicroBatchBuffer> buffers(buffers_.data(), static_cast<size_t>(num_microbatches));
   // Read every micro-batch first: the masks fix the per-token normaliser before any forward.
   double local_tokens = 0.0;
-  for (MicroBatchBuffer& b : buffers_) {
+  for (MicroBatchBuffer& b : buffers) {
     b.fill(*data_.train, train_sampler_.next());
     local_tokens += b.num_tokens;
   }
   const double global_tokens = config_.calculate_per_token_loss ? dp_sum(local_tokens) : local_tokens;
-  const double m = static_cast<double>(config_.num_microbatches);
+  const double m = static_cast<double>(num_microbatches);
   // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
   const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
 
@@ -270,7 +277,7 @@ ForwardBackwardResult Trainer::forward_backward() {
   }
   std::vector<MicroBatch> batches;
   std::vector<ForwardOptions> options;
-  for (MicroBatchBuffer& b : buffers_) {
+  for (MicroBatchBuffer& b : buffers) {
     batches.push_back(b.view(model_config_.seq_length));
     ForwardOptions fo;
     // Distinct per micro-batch across iterations and dp ranks: the global index of its first sample.
@@ -293,7 +300,7 @@ ForwardBackwardResult Trainer::forward_backward() {
                                                      [sync] { sync->start_last_micro_batch(); }, iteration_ + 1));
     run.push_back(chunks.back().get());
   }
-  run_pipeline(train_schedule_, run, model_config_.params_dtype);
+  run_pipeline(train_schedules_.at(num_microbatches), run, model_config_.params_dtype);
   // The loss comes from the chunk with the head (zeros elsewhere).
   const TrainingChunk& chunk = *chunks.back();
   ForwardBackwardResult result;
@@ -315,9 +322,11 @@ IterationStats Trainer::train_step() {
                    expert_dp_before = expert_dp_counter_->totals();
   double dispatch_before = 0.0;
   for (const CountingCommunicator* c : dispatch_counters_) dispatch_before += c->totals().sent_bytes(c->size());
+  IterationStats st;
+  st.global_batch_size = config_.global_batch_at(consumed_train_samples_);
+  const int64_t num_microbatches = config_.num_microbatches_at(consumed_train_samples_);
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
-  IterationStats st;
   st.iteration = iteration_ + 1;
   st.lr = scheduler_->lr(step_before);
   st.weight_decay = scheduler_->weight_decay(step_before);
@@ -341,9 +350,9 @@ IterationStats Trainer::train_step() {
       << "(--lr-warmup-iters) or clip harder (--clip-grad)";
   // Only a successful update advances the schedule, by the samples this iteration consumed.
   if (!st.skipped)
-    scheduler_->step(config_.num_microbatches * config_.micro_batch_size * config_.data_parallel_size);
+    scheduler_->step(num_microbatches * config_.micro_batch_size * config_.data_parallel_size);
   ++iteration_;
-  consumed_train_samples_ += config_.global_batch_size;
+  consumed_train_samples_ += st.global_batch_size;
   st.consumed_samples = consumed_train_samples_;
   st.loss = fb.loss_sum / std::max(fb.num_tokens, 1.0);
   st.num_tokens = fb.num_tokens;
@@ -351,7 +360,7 @@ IterationStats Trainer::train_step() {
   st.logged_lr = scheduler_->current_lr();
   std::vector<const Stage*> stages;
   for (const auto& stage : chunks_) stages.push_back(stage.get());
-  st.moe = reduce_moe_metrics(model_config_, stages, config_.num_microbatches, groups_.tp.get(), groups_.dp.get(),
+  st.moe = reduce_moe_metrics(model_config_, stages, num_microbatches, groups_.tp.get(), groups_.dp.get(),
                               groups_.pp.get());
   // Aux-loss-free balancing (Megatron does it in finalize_model_grads): every rank updates its
   // copies of the biases from the same global counts.
@@ -376,7 +385,8 @@ double Trainer::evaluate(Split split) {
   double loss_sum = 0.0, num_tokens = 0.0;
   for (int64_t it = 0; it < config_.eval_iters; ++it) {
     std::vector<MicroBatch> batches;
-    for (MicroBatchBuffer& b : buffers_) {
+    for (int64_t mb = 0; mb < config_.eval_num_microbatches; ++mb) {
+      MicroBatchBuffer& b = buffers_[static_cast<size_t>(mb)];
       b.fill(source, sampler.next());
       batches.push_back(b.view(model_config_.seq_length));
     }
@@ -439,6 +449,14 @@ bool Trainer::out_of_time() const {
   return minutes > *config_.exit_duration_in_mins;
 }
 
+void Trainer::log_batch_schedule(const LogFn& log) const {
+  log("> step batch size schedule (" + std::to_string(config_.batches.steps().size()) + " steps):");
+  for (const BatchStep& step : config_.batches.steps())
+    log("  >= " + std::to_string(step.from_sample * model_config_.seq_length) + " tokens (" +
+        std::to_string(step.from_sample) + " samples) -> batch_size=" + std::to_string(step.batch_size) +
+        ", num_microbatches=" + std::to_string(config_.num_microbatches_at(step.from_sample)));
+}
+
 TrainResult Trainer::run(const LogFn& log) {
   TrainResult result;
   const std::array<int64_t, 3> sizes = config_.dataset_sizes();
@@ -446,6 +464,7 @@ TrainResult Trainer::run(const LogFn& log) {
   log("    train:      " + std::to_string(sizes[0]));
   log("    validation: " + std::to_string(sizes[1]));
   log("    test:       " + std::to_string(sizes[2]));
+  if (config_.step_batch_size_schedule) log_batch_schedule(log);
   if (config_.train_samples) log("setting training iterations to " + std::to_string(config_.iterations));
   log(format_datetime_line("before the start of training step"));
 
@@ -454,11 +473,20 @@ TrainResult Trainer::run(const LogFn& log) {
   double interval_eval_ms = 0.0;  // evaluation and save time is not training time (Megatron stops the timer)
   IntervalAccumulator interval;
   const double world_size = static_cast<double>(groups_.world->size());
-  const double tokens_per_iteration = static_cast<double>(config_.global_batch_size * model_config_.seq_length);
 
   const std::string& save = config_.checkpoint.save;
   const int64_t interval_save = config_.checkpoint.save_interval;
+  int64_t num_microbatches = config_.num_microbatches_at(consumed_train_samples_);
   while (iteration_ < config_.iterations) {
+    // training.py: a checkpoint when the batch schedule changes the micro-batch count, unless
+    // this iteration was just saved.
+    const int64_t previous = std::exchange(num_microbatches, config_.num_microbatches_at(consumed_train_samples_));
+    if (num_microbatches != previous && iteration_ != 0 && !save.empty() &&
+        !(interval_save && iteration_ % interval_save == 0)) {
+      const auto save_start = Clock::now();
+      save_logged(log);
+      interval_eval_ms += ms_since(save_start);
+    }
     const bool first = iteration_ == 0;
     const IterationStats st = train_step();
     result.iterations.push_back(st);
@@ -472,10 +500,12 @@ TrainResult Trainer::run(const LogFn& log) {
       line.train_iters = config_.iterations;
       line.consumed_samples = st.consumed_samples;
       line.elapsed_ms_per_iteration = per_iter_ms;
-      line.tflops_per_gpu = flops_per_iteration_ / (per_iter_ms * 1e-3 * 1e12 * world_size);
-      line.tokens_per_second = tokens_per_iteration / (per_iter_ms * 1e-3);
+      // Megatron's throughput: this iteration's batch over the interval's mean time.
+      const double flops = flops_per_iteration(model_config_, st.global_batch_size);
+      line.tflops_per_gpu = flops / (per_iter_ms * 1e-3 * 1e12 * world_size);
+      line.tokens_per_second = static_cast<double>(st.global_batch_size * model_config_.seq_length) / (per_iter_ms * 1e-3);
       line.learning_rate = st.logged_lr;
-      line.global_batch_size = config_.global_batch_size;
+      line.global_batch_size = st.global_batch_size;
       line.lm_loss = interval.mean_loss();
       line.moe_losses = interval.mean_moe_losses();
       line.loss_scale = st.loss_scale;

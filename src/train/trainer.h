@@ -1,8 +1,10 @@
 // Owns the training loop of Megatron-LM's pretrain_gpt.py (training.py::train, train_step,
 // evaluate): micro-batches read in Megatron's sampler order and accumulated into one global
-// batch with Megatron's loss normalisation, the optimizer step at the scheduler's learning rate
-// and weight decay, evaluation on the validation split every --eval-interval iterations and on
-// validation and test after training, --exit-interval, and the log line.
+// batch (its size the batch schedule's at the samples consumed so far, as update_num_microbatches;
+// with --save a checkpoint whenever the micro-batch count changes) with Megatron's loss
+// normalisation, the optimizer step at the scheduler's learning rate and weight decay,
+// evaluation on the validation split every --eval-interval iterations and on validation and test
+// after training, --exit-interval, and the log line.
 //
 // Loss normalisation (schedules.py::forward_step_calc_loss, finalize_model_grads):
 //   default: micro-batch m contributes Σ mask·loss / max(Σ mask, 1) / num_microbatches, so the
@@ -28,6 +30,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -108,9 +111,10 @@ class Trainer {
   // logging rank (every rank receives them; the app prints those of the last rank, as Megatron).
   TrainResult run(const LogFn& log);
 
-  // One iteration (train_step): forward_backward, the optimizer step at lr((i-1)·gbs), the
-  // scheduler advanced by the global batch when the update happened. Throws mt::Error on a
-  // NaN/Inf loss or gradient (Megatron's default --check-for-nan-in-loss-and-grad is fatal).
+  // One iteration (train_step): forward_backward, the optimizer step at lr(samples consumed
+  // before it), the scheduler advanced by this iteration's global batch when the update happened.
+  // Throws mt::Error on a NaN/Inf loss or gradient (Megatron's default
+  // --check-for-nan-in-loss-and-grad is fatal).
   IterationStats train_step();
   // Zeroes the gradients and accumulates those of the next global batch's micro-batches of
   // this rank (advances the train sampler). Public so tests can inspect the gradients.
@@ -161,6 +165,8 @@ class Trainer {
   // Sums over dp of values only the last pipeline stage has (the loss sums), given to every stage
   // (they are zero elsewhere).
   std::array<double, 2> global_sums(std::array<double, 2> values) const;
+  // The --step-batch-size-schedule table Megatron prints at start-up.
+  void log_batch_schedule(const LogFn& log) const;
   // save_checkpoint(--save) between Megatron's two log lines.
   void save_logged(const LogFn& log);
   // Runs this rank's list of `schedule` on its chunks.
@@ -183,7 +189,10 @@ class Trainer {
   TrainData data_;
   MemoryTracker memory_;
   int pp_rank_ = 0;
-  Schedule train_schedule_, eval_schedule_;  // this run's pipeline schedules (pp = 1: no pipelining)
+  // This run's pipeline schedules (pp = 1: no pipelining): training's by micro-batch count (one
+  // per step of a --step-batch-size-schedule), evaluation's.
+  std::map<int, Schedule> train_schedules_;
+  Schedule eval_schedule_;
   std::vector<std::unique_ptr<Stage>> chunks_;
   std::unique_ptr<Arena> receive_arena_;  // where received activations and gradients wait
   std::vector<TensorView> receive_buffers_;
@@ -199,10 +208,11 @@ class Trainer {
   float loss_scale() const;  // 1 without a scaler  // --fp16 (dynamic) or --loss-scale (constant)
   PretrainingSampler train_sampler_;
   std::optional<PretrainingSampler> valid_sampler_, test_sampler_;
-  std::vector<MicroBatchBuffer> buffers_;  // one per micro-batch of a global batch
+  // One per micro-batch of the largest global batch (training's or evaluation's); an iteration
+  // uses the first ones.
+  std::vector<MicroBatchBuffer> buffers_;
   int64_t iteration_ = 0;
   int64_t consumed_train_samples_ = 0;
-  double flops_per_iteration_ = 0.0;
 };
 
 }  // namespace mt

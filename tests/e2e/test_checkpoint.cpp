@@ -99,6 +99,16 @@ TEST(Checkpoint, ResumeIsBitExact) {
   }
 }
 
+// Under --step-batch-size-schedule (2 samples an iteration, 4 from sample 8, 6 from sample 16),
+// saved at iteration 5, inside the second step (sample 12): the consumed samples decide the batch.
+TEST(Checkpoint, ResumeInsideABatchScheduleIsBitExact) {
+  test::TempDir dir;
+  TrainConfig run = short_run(dir.path());
+  run.global_batch_size = 0;
+  run.step_batch_size_schedule = BatchSchedule::parse("0:2 8:4 16:6", 0);
+  expect_exact_resume(small_model(), run, dir.path());
+}
+
 TEST(Checkpoint, FinetuneAndNoLoadOptimTakeTheWeightsAlone) {
   test::TempDir dir;
   Trainer saved(small_model(), short_run(dir.path()));

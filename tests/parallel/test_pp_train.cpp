@@ -111,7 +111,7 @@ TEST(PpTrain, PipelineBytesPerStep) {
   TrainConfig run = pipelined(2);
   run.eval_iters = 0;
   Trainer trainer(gpt2_style(), run, &world());
-  const int64_t m = trainer.config().num_microbatches;
+  const int64_t m = trainer.config().num_microbatches_at(0);
   const IterationStats st = trainer.train_step();
   const Stage& stage = trainer.model();
   const double message = 4.0 * static_cast<double>(stage.hidden_shape().numel());  // f32

@@ -119,7 +119,7 @@ TEST(TpTrain, DataParallelBytesPerStep) {
       run.overlap_param_gather = overlap && distributed;
       if (overlap) run.ddp_bucket_size = 20000;
       Trainer trainer(llama_style(), run, &world());
-      ASSERT_EQ(trainer.config().num_microbatches, 3);
+      ASSERT_EQ(trainer.config().num_microbatches_at(0), 3);
       auto* dp = dynamic_cast<CountingCommunicator*>(trainer.groups().dp.get());
       ASSERT_NE(dp, nullptr);
       const CommTotals before = dp->totals();

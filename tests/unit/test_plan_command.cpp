@@ -57,6 +57,22 @@ std::string plan_error(const std::vector<std::string>& args) {
   return message;
 }
 
+// Under --step-batch-size-schedule the plan is for the final, largest batch: 2 then 8 micro-batches
+// per rank, the same memory as a fixed batch of 32 (the most micro-batches in flight of any step).
+TEST(PlanCommand, BatchSchedulePlansTheFinalBatch) {
+  std::vector<std::string> line = train_line();
+  line.erase(std::find(line.begin(), line.end(), "--global-batch-size"), std::find(line.begin(), line.end(), "--mock-data"));
+  const std::vector<std::string> layout = {"--pipeline-model-parallel-size", "2", "--world-size", "4", "--json"};
+  const json scheduled =
+      json::parse(plan_output(with(with(line, {"--step-batch-size-schedule", "0:8 6400:32"}), layout)));
+  const json fixed = json::parse(plan_output(with(with(line, {"--global-batch-size", "32"}), layout)));
+  EXPECT_EQ(scheduled.at("num_microbatches"), 8);
+  EXPECT_EQ(scheduled.at("global_batch_size"), 32);
+  EXPECT_EQ(scheduled.at("step_batch_size_schedule"), "0:8 100:32");  // thresholds in samples
+  EXPECT_EQ(scheduled.at("flops_per_iteration"), fixed.at("flops_per_iteration"));
+  EXPECT_EQ(scheduled.at("ranks"), fixed.at("ranks"));
+}
+
 TEST(PlanCommand, JsonListsEveryRankWithPlanMemorysBytes) {
   const std::vector<std::string> layout = {"--tensor-model-parallel-size", "2",          "--pipeline-model-parallel-size",
                                            "2",                             "--world-size", "8",

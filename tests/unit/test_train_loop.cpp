@@ -89,7 +89,7 @@ TrainData mock_data(const ModelConfig& m, TrainConfig t) {
 std::vector<std::vector<float>> per_micro_batch_grads(Trainer& t, const SampleSource& source, std::vector<double>& tokens) {
   const int64_t b = t.config().micro_batch_size, s = t.model_config().seq_length;
   std::vector<std::vector<float>> out;
-  for (int64_t m = 0; m < t.config().num_microbatches; ++m) {
+  for (int64_t m = 0; m < t.config().num_microbatches_at(0); ++m) {
     MicroBatchBuffer buf;
     std::vector<int64_t> idx(static_cast<size_t>(b));
     for (int64_t j = 0; j < b; ++j) idx[static_cast<size_t>(j)] = m * b + j;
@@ -114,8 +114,8 @@ TEST(TrainLoop, AccumulatingMicroBatchesEqualsOneLargerBatch) {
   // ~lr·sign(g), so rounding-level differences of tiny gradients could flip whole updates).
   small.optimizer.adam_eps = large.optimizer.adam_eps = 1e-3f;
   Trainer a(m, small), b(m, large);
-  ASSERT_EQ(a.config().num_microbatches, 4);
-  ASSERT_EQ(b.config().num_microbatches, 1);
+  ASSERT_EQ(a.config().num_microbatches_at(0), 4);
+  ASSERT_EQ(b.config().num_microbatches_at(0), 1);
   EXPECT_EQ(flat(a, false), flat(b, false));  // identical init
 
   const ForwardBackwardResult fa = a.forward_backward(), fb = b.forward_backward();

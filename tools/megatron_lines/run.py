@@ -149,6 +149,23 @@ class Scaled:
         self.world = size(chosen)
         self.mbs = 1
         self.gbs = self.mbs * self.dp * max(2, self.pp)
+        self._batch_schedule()
+
+    def _batch_schedule(self):
+        """A --step-batch-size-schedule keeps up to 3 of its steps, each lasting one iteration:
+        step i reads (i + 1) global batches, from the tokens the earlier steps read (sequence
+        length 64). --global-batch-size becomes the final batch (the only value megatron.cpp
+        accepts beside a schedule) and --train-samples what the 3 iterations read."""
+        old = self.last.get("--step-batch-size-schedule")
+        self.batches = [self.gbs]
+        self.schedule = None
+        if old:
+            steps = max(1, min(3, len(" ".join(old).replace(",", " ").split())))
+            self.batches = [(i + 1) * self.gbs for i in range(steps)]
+            self.schedule = " ".join(f"{64 * sum(self.batches[:i])}:{b}" for i, b in enumerate(self.batches))
+        self.final_gbs = self.batches[-1]
+        per_iteration = (self.batches + [self.final_gbs] * TRAIN_ITERS)[:TRAIN_ITERS]
+        self.train_samples = sum(per_iteration)
 
     def _layers(self):
         last = self.last
@@ -224,12 +241,12 @@ class Scaled:
             "--qk-pos-emb-head-dim": const(8), "--v-head-dim": const(16),
             "--mamba-state-dim": const(16), "--mamba-head-dim": const(16), "--mamba-num-heads": const(8),
             "--mamba-num-groups": cap(2),
-            "--micro-batch-size": const(self.mbs), "--global-batch-size": const(self.gbs),
+            "--micro-batch-size": const(self.mbs), "--global-batch-size": const(self.final_gbs),
             "--eval-global-batch-size": const(self.gbs),
             "--rampup-batch-size": const(self.mbs * self.dp, self.mbs * self.dp, TRAIN_ITERS * self.gbs),
-            "--step-batch-size-schedule": const(f"0:{self.gbs}"),
+            "--step-batch-size-schedule": const(self.schedule),
             "--train-iters": const(TRAIN_ITERS), "--exit-interval": const(TRAIN_ITERS),
-            "--train-samples": const(TRAIN_ITERS * self.gbs),
+            "--train-samples": const(self.train_samples),
             "--lr-decay-iters": const(TRAIN_ITERS), "--lr-decay-samples": const(TRAIN_ITERS * self.gbs),
             "--lr-warmup-iters": cap(1), "--lr-warmup-samples": cap(self.gbs),
             "--lr-wsd-decay-iters": const(1), "--lr-wsd-decay-samples": const(self.gbs),
