@@ -368,7 +368,6 @@ const std::vector<Rule> kRules = {
     {"--use-mp-args-from-checkpoint-args", {missing, "taking the parallel layout from the checkpoint", out_of_scope}},
     {"--load-main-params-from-ckpt", {missing, "loading fp32 main parameters from a checkpoint", out_of_scope}},
     {"--override-ckpt-iteration", {missing, "overriding a checkpoint's iteration", out_of_scope}},
-    {"--pipeline-model-parallel-layout", {missing, "an explicit pipeline layout string", out_of_scope}},
     {"--head-lr-mult", {missing, "a separate learning rate for the output layer", out_of_scope}},
     {"--decrease-batch-size-if-needed", {missing, "shrinking the global batch to a multiple of micro batch x dp", out_of_scope}},
     {"--eval-micro-batch-size", {missing, "a separate evaluation micro-batch size", out_of_scope}},

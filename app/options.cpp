@@ -152,6 +152,7 @@ const std::vector<OptionSpec> kTable = {
     {"--account-for-embedding-in-pipeline-split", T::flag, "", "count the embedding as one layer when splitting the layers over pipeline stages", "", "train"},
     {"--account-for-loss-in-pipeline-split", T::flag, "", "count the output layer and loss as one layer when splitting the layers over pipeline stages", "", "train"},
     {"--num-layers-per-virtual-pipeline-stage", T::integer, "", "layers per model chunk (interleaved schedule)", "", "train"},
+    {"--pipeline-model-parallel-layout", T::text, "", "every virtual pipeline stage's layers spelled out, stages separated by |: E embedding, t transformer layer, L loss; x*N and (...)*N repeat (\"Et*3|(tt|)*2L\")", "", "train"},
     {"--num-virtual-stages-per-pipeline-rank", T::integer, "", "model chunks per pipeline rank (interleaved schedule)", "", "train"},
     {"--microbatch-group-size-per-virtual-pipeline-stage", T::integer, "", "micro-batches run through one model chunk before the next (interleaved; default the pipeline size)", "", "train"},
     {"--overlap-grad-reduce", T::flag, "", "start each gradient bucket's data-parallel reduction as soon as the last micro-batch's backward has filled it", "", "train"},

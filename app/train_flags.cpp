@@ -208,6 +208,7 @@ TrainConfig train_config(const Options& o) {
   t.pipeline.account_for_embedding = o.flag("--account-for-embedding-in-pipeline-split");
   t.pipeline.account_for_loss = o.flag("--account-for-loss-in-pipeline-split");
   t.pipeline.layers_per_virtual_stage = optional_integer(o, "--num-layers-per-virtual-pipeline-stage");
+  if (o.has("--pipeline-model-parallel-layout")) t.pipeline.layout = o.text("--pipeline-model-parallel-layout");
   if (const std::optional<int64_t> v = optional_integer(o, "--num-virtual-stages-per-pipeline-rank"))
     t.pipeline.virtual_stages_per_rank = small_positive(*v, "--num-virtual-stages-per-pipeline-rank");
   if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))

@@ -2,11 +2,13 @@
 // partition.h for the rules and the Megatron sources they follow.
 #include "pipeline/partition.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "base/error.h"
+#include "pipeline/layout_string.h"
 
 namespace mt {
 namespace {
@@ -133,6 +135,33 @@ std::vector<int64_t> uneven_rank_layers(const PartitionConfig& c, int v) {
   return per_rank;
 }
 
+// --pipeline-model-parallel-layout: the virtual stages as spelled out, checked as Megatron checks
+// them (one embedding first, one loss last, every layer placed once).
+PipelinePartition partition_from_layout(const PartitionConfig& c, int v) {
+  const std::string flag = "--pipeline-model-parallel-layout " + *c.layout;
+  const std::vector<std::string> stages = parse_pipeline_layout(*c.layout);
+  PipelinePartition p;
+  p.pp = c.pp;
+  p.vp = v;
+  int64_t next = 0;
+  std::string all;
+  for (const std::string& s : stages) all += s;
+  if (all.find('m') != std::string::npos)
+    MT_FAIL() << flag << " is not implemented in megatron.cpp: multi-token prediction layers (m), DeepSeek-V3 "
+              << "layers (multi-latent attention, multi-token prediction, YaRN) (planned)";
+  MT_CHECK(!all.empty() && all.front() == 'E' && all.find('E', 1) == std::string::npos)
+      << flag << ": the embedding (E) must come first, once";
+  MT_CHECK(all.back() == 'L' && all.find('L') == all.size() - 1) << flag << ": the loss (L) must come last, once";
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const int64_t count = static_cast<int64_t>(std::count(stages[s].begin(), stages[s].end(), 't'));
+    p.stages.push_back({next, next + count, s == 0, s + 1 == stages.size()});
+    next += count;
+  }
+  MT_CHECK(next == c.num_layers) << flag << " places " << next << " transformer layers (t) but --num-layers is "
+                                 << c.num_layers;
+  return p;
+}
+
 }  // namespace
 
 int virtual_pipeline_size(const PartitionConfig& c) {
@@ -141,6 +170,18 @@ int virtual_pipeline_size(const PartitionConfig& c) {
   MT_CHECK(!(c.layers_per_virtual_stage && c.virtual_stages_per_rank))
       << "give at most one of --num-layers-per-virtual-pipeline-stage and --num-virtual-stages-per-pipeline-rank";
   int v = 1;
+  if (c.layout) {
+    MT_CHECK(!c.layers_per_virtual_stage && !c.virtual_stages_per_rank && !c.first_stage_layers &&
+             !c.last_stage_layers && !c.account_for_embedding && !c.account_for_loss)
+        << "--pipeline-model-parallel-layout places every layer itself: drop --num-layers-per-virtual-pipeline-stage, "
+           "--num-virtual-stages-per-pipeline-rank, --decoder-first/last-pipeline-num-layers and "
+           "--account-for-embedding/loss-in-pipeline-split";
+    const size_t stages = parse_pipeline_layout(*c.layout).size();
+    MT_CHECK(stages % static_cast<size_t>(c.pp) == 0)
+        << "--pipeline-model-parallel-layout " << *c.layout << " has " << stages
+        << " stages, not a multiple of --pipeline-model-parallel-size " << c.pp;
+    v = static_cast<int>(stages / static_cast<size_t>(c.pp));
+  }
   if (c.virtual_stages_per_rank) {
     v = *c.virtual_stages_per_rank;
     MT_CHECK(v >= 1) << "--num-virtual-stages-per-pipeline-rank " << v << " must be >= 1";
@@ -167,6 +208,7 @@ int virtual_pipeline_size(const PartitionConfig& c) {
 
 PipelinePartition partition_layers(const PartitionConfig& c) {
   const int v = virtual_pipeline_size(c);
+  if (c.layout) return partition_from_layout(c, v);
   std::vector<int64_t> per_rank;
   if (c.first_stage_layers || c.last_stage_layers) {
     per_rank = uneven_rank_layers(c, v);

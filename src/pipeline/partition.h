@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace mt {
@@ -36,6 +37,9 @@ struct PartitionConfig {
   // with the uneven split), or v given directly. v == 1 means no interleaving.
   std::optional<int64_t> layers_per_virtual_stage;  // --num-layers-per-virtual-pipeline-stage
   std::optional<int> virtual_stages_per_rank;       // --num-virtual-stages-per-pipeline-rank
+  // Every virtual stage's layers spelled out (pipeline/layout_string.h): pp·v stages, v given by
+  // their number. Excludes every flag above but pp and num_layers.
+  std::optional<std::string> layout;  // --pipeline-model-parallel-layout
 };
 
 // What one virtual stage builds: layers [first_layer, last_layer) (as model/config.h's StageRange),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "pipeline/layout_string.h"
 #include "pipeline/partition.h"
 #include "testing.h"
 
@@ -217,6 +218,43 @@ std::optional<std::vector<std::pair<int64_t, int64_t>>> megatron_layout(const Pa
 
 // Many layouts: ours accepts exactly the ones Megatron accepts with a sane result, builds the same
 // ranges, and every accepted one tiles [0, num_layers).
+// --pipeline-model-parallel-layout, read as Megatron's parse_str_to_list unrolls it.
+TEST(PipelineLayout, ParsesMegatronsLayoutStrings) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(parse_pipeline_layout("Et*3|(tt|)*2L"), (V{"Ettt", "tt", "tt", "L"}));
+  EXPECT_EQ(parse_pipeline_layout("Et*2|(tt|)*5t|tmL"), (V{"Ett", "tt", "tt", "tt", "tt", "tt", "t", "tmL"}));
+  EXPECT_EQ(parse_pipeline_layout("Ettt|(tt|)*2,m|L"), (V{"Ettt", "tt", "tt", "m", "L"}));
+  EXPECT_EQ(parse_pipeline_layout("E|t*2|L"), (V{"E", "tt", "L"}));
+  for (const char* bad : {"Ex|L", "(tt|*2", "Et*|L", "E((t)*2)*2L", "*3tL", "(tt)L"})
+    expect_error_mentioning([&] { parse_pipeline_layout(bad); }, "--pipeline-model-parallel-layout");
+}
+
+TEST(PipelineLayout, PartitionsAsSpelledOut) {
+  PartitionConfig c = even(2, 15);
+  c.layout = "Et*3|(tt|)*6L";  // 8 virtual stages: v = 4
+  const PipelinePartition p = partition_layers(c);
+  EXPECT_EQ(p.vp, 4);
+  EXPECT_EQ(ranges(p), (Ranges{{0, 3}, {3, 5}, {5, 7}, {7, 9}, {9, 11}, {11, 13}, {13, 15}, {15, 15}}));
+  expect_tiles(p, 15);
+  c.layout = "Et*3|t*12L";
+  EXPECT_EQ(ranges(partition_layers(c)), (Ranges{{0, 3}, {3, 15}}));
+  EXPECT_EQ(partition_layers(c).vp, 1);
+  // What Megatron refuses, refused with the reason.
+  c.layout = "Et*3|t*11L";
+  expect_error_mentioning([&] { partition_layers(c); }, "places 14 transformer layers (t) but --num-layers is 15");
+  c.layout = "Et*3|t*6|t*6L";
+  expect_error_mentioning([&] { partition_layers(c); }, "3 stages, not a multiple of --pipeline-model-parallel-size 2");
+  c.layout = "t*3|Et*12L";
+  expect_error_mentioning([&] { partition_layers(c); }, "the embedding (E) must come first, once");
+  c.layout = "Et*3L|t*12";
+  expect_error_mentioning([&] { partition_layers(c); }, "the loss (L) must come last, once");
+  c.layout = "Et*3|t*12mL";
+  expect_error_mentioning([&] { partition_layers(c); }, "multi-token prediction layers (m)");
+  c.layout = "Et*3|t*12L";
+  c.virtual_stages_per_rank = 2;
+  expect_error_mentioning([&] { partition_layers(c); }, "places every layer itself");
+}
+
 TEST(PipelinePartition, MatchesMegatronOverManyLayouts) {
   int accepted = 0, refused = 0;
   for (int pp = 2; pp <= 8; ++pp)

@@ -42,7 +42,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--num-experts", "--num-layers", "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",
       "--overlap-param-gather", "--override-opt-param-scheduler", "--override-opt_param-scheduler",
-      "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config",
+      "--pipeline-model-parallel-layout", "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config",
       "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
       "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base",
       "--rotary-interleaved", "--rotary-percent", "--save",
