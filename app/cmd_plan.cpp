@@ -129,6 +129,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                                  {"pipeline_model_parallel_size", grid.pp()},
                                  {"virtual_pipeline_model_parallel_size", pipeline.partition.vp},
                                  {"data_parallel_size", grid.dp()},
+                                 {"distributed_optimizer_instances", layout.ddp.num_distributed_optimizer_instances},
                                  {"micro_batch_size", layout.micro_batch},
                                  {"num_microbatches", layout.num_microbatches},
                                  {"global_batch_size", global_batch},
@@ -150,6 +151,12 @@ int cmd_plan(const std::vector<std::string>& args) {
   if (!schedule.empty())
     std::printf("planned for the final, largest batch of --step-batch-size-schedule (in samples: %s)\n",
                 schedule.c_str());
+  if (layout.ddp.use_distributed_optimizer)
+    std::printf("distributed optimizer: state sharded over %d data-parallel rank%s (%d instance%s of it; with several, "
+                "each shard's gradients are all-reduced across them)\n",
+                layout.ddp.shard_size(), layout.ddp.shard_size() == 1 ? "" : "s",
+                layout.ddp.num_distributed_optimizer_instances,
+                layout.ddp.num_distributed_optimizer_instances == 1 ? "" : "s");
   std::printf("memory per rank (bytes the memory tracker counts; the same on every rank of a pipeline stage):\n");
   for (const PipelineRankMemory& stage : memory) {
     const RankMemory& m = stage.total;

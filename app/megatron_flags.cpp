@@ -356,7 +356,6 @@ const std::vector<Rule> kRules = {
     {"--init-model-with-meta-device", {missing, kFsdp, out_of_scope}},
     {"--no-strict-fsdp-dtensor-load", {missing, kFsdp, out_of_scope}},
     {"--disable-strict-fsdp-dtensor-load", {missing, kFsdp, out_of_scope}},
-    {"--num-distributed-optimizer-instances", {missing, "several distributed-optimizer instances (HSDP)", out_of_scope}},
     {"--tensor-parallel-num-weight-shards", {missing, "generalised tensor parallelism", out_of_scope}},
     {"--expert-tensor-parallel-num-weight-shards", {missing, "generalised tensor parallelism", out_of_scope}},
     {"--gtp-*", {missing, "generalised tensor parallelism", out_of_scope}},

@@ -160,6 +160,7 @@ const std::vector<OptionSpec> kTable = {
     {"--overlap-param-gather", T::flag, "", "distributed optimizer: start the updated parameters' all-gathers after the step and wait for each bucket only when the next forward reaches it (needs --overlap-grad-reduce)", "", "train"},
     {"--ddp-average-in-collective", T::flag, "", "average the gradients in the data-parallel reduction instead of scaling them by 1/dp before a sum", "", "train"},
     {"--use-distributed-optimizer", T::flag, "", "shard the optimizer state over the data-parallel ranks (ZeRO-1): gradients reduce-scattered, parameters all-gathered", "", "train"},
+    {"--num-distributed-optimizer-instances", T::integer, "1", "distributed optimizer: shard its state within each of N groups of dp/N consecutive data-parallel ranks; the shards' gradients are then all-reduced across the groups", "", "train"},
     {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
     // Checkpoints.

@@ -58,6 +58,7 @@ int plan_search(const Options& options, const ModelConfig& model, const TrainCon
     t.micro_batch_size = choice.micro_batch;
     t.use_distributed_optimizer = choice.distributed_optimizer;
     t.overlap_param_gather = t.overlap_param_gather && choice.distributed_optimizer;
+    if (!choice.distributed_optimizer) t.num_distributed_optimizer_instances = 1;
     try {
       const TrainingLayout layout = training_layout(m, t, world_size, planned_target(options));
       const auto key = std::make_tuple(choice.pp, choice.vp, layout.num_microbatches, layout.microbatch_group_size,

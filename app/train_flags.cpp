@@ -214,6 +214,8 @@ TrainConfig train_config(const Options& o) {
   if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))
     t.microbatch_group_size = small_positive(*g, "--microbatch-group-size-per-virtual-pipeline-stage");
   t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
+  t.num_distributed_optimizer_instances =
+      small_positive(o.integer("--num-distributed-optimizer-instances"), "--num-distributed-optimizer-instances");
   t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
   t.ddp_bucket_size = o.integer("--ddp-bucket-size");
   t.overlap_param_gather = o.flag("--overlap-param-gather");

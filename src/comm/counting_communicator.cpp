@@ -18,6 +18,13 @@ CommTotals CommTotals::operator-(const CommTotals& e) const {
           minus(all_to_all_v, e.all_to_all_v)};
 }
 
+CommTotals CommTotals::operator+(const CommTotals& o) const {
+  auto plus = [](Kind a, Kind b) { return Kind{a.calls + b.calls, a.bytes + b.bytes}; };
+  return {plus(all_reduce, o.all_reduce), plus(all_gather, o.all_gather), plus(reduce_scatter, o.reduce_scatter),
+          plus(broadcast, o.broadcast),   plus(send, o.send),             plus(recv, o.recv),
+          plus(all_to_all_v, o.all_to_all_v)};
+}
+
 void CountingCommunicator::count(CommTotals::Kind& kind, const char* name, size_t bytes) {
   kind.calls += 1;
   kind.bytes += bytes;

@@ -34,6 +34,7 @@ struct CommTotals {
   // are even, as for an all-gather.
   double sent_bytes(int size) const;
   CommTotals operator-(const CommTotals& earlier) const;
+  CommTotals operator+(const CommTotals& other) const;
 };
 
 class CountingCommunicator final : public Communicator {

@@ -17,6 +17,14 @@ std::optional<int64_t> DdpConfig::effective_bucket_size() const {
   return std::max<int64_t>(40'000'000, int64_t{1'000'000} * data_parallel_size);
 }
 
+int DdpConfig::shard_size() const {
+  const int n = num_distributed_optimizer_instances;
+  MT_CHECK(n > 0 && data_parallel_size % n == 0)
+      << "--num-distributed-optimizer-instances " << n << " does not divide the data-parallel size "
+      << data_parallel_size << "; choose a divisor of it";
+  return data_parallel_size / n;
+}
+
 BufferRange DdpBucket::shard(int rank, int data_parallel_size) const {
   MT_CHECK(data_parallel_size > 0 && rank >= 0 && rank < data_parallel_size)
       << "data-parallel rank " << rank << " out of [0, " << data_parallel_size << ")";
@@ -32,7 +40,7 @@ DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const 
   MT_CHECK(config.bucket_size >= 0) << "--ddp-bucket-size must be positive (0: Megatron's default), got " << config.bucket_size;
   const bool distopt = config.use_distributed_optimizer;
   const int64_t bucket_divisor =
-      std::lcm(std::lcm(int64_t{config.data_parallel_size}, int64_t{128}),
+      std::lcm(std::lcm(int64_t{config.shard_size()}, int64_t{128}),
                config.pad_buckets_for_high_nccl_busbw ? int64_t{1} << 16 : int64_t{1});
   const std::optional<int64_t> bucket_size = config.effective_bucket_size();
 

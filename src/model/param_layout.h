@@ -10,8 +10,9 @@
 //  - a bucket closes once it holds at least bucket_size elements; without --overlap-grad-reduce
 //    there is one bucket; bucket_size is --ddp-bucket-size or max(40M, 1M · dp);
 //  - under the distributed optimizer every parameter starts at a multiple of 64 elements, each
-//    bucket's end is padded to a multiple of lcm(dp, 128) (lcm(dp, 128, 2^16) with
-//    --ddp-pad-buckets-for-high-nccl-busbw) so it splits into dp equal pieces, and a
+//    bucket's end is padded to a multiple of lcm(d, 128) (lcm(d, 128, 2^16) with
+//    --ddp-pad-buckets-for-high-nccl-busbw) so it splits into d equal pieces, d the ranks of one
+//    optimizer instance (DdpConfig::shard_size: dp, or dp/N with N instances), and a
 //    shared-embedding parameter (the tied word embedding on the first and last pipeline stages)
 //    gets a bucket of its own, so both stages shard its optimizer state alike.
 #pragma once
@@ -26,6 +27,10 @@ namespace mt {
 struct DdpConfig {
   int data_parallel_size = 1;  // ranks the gradients are reduced over (dp × cp)
   bool use_distributed_optimizer = false;  // --use-distributed-optimizer
+  // --num-distributed-optimizer-instances N (Megatron's partial distributed optimizer): the dp
+  // ranks form N instances of dp/N consecutive ranks; the state is sharded within an instance and
+  // each shard's gradients are all-reduced across the instances.
+  int num_distributed_optimizer_instances = 1;
   bool overlap_grad_reduce = false;        // --overlap-grad-reduce
   int64_t bucket_size = 0;                 // --ddp-bucket-size; 0: Megatron's default
   bool pad_buckets_for_high_nccl_busbw = false;  // --ddp-pad-buckets-for-high-nccl-busbw
@@ -36,6 +41,9 @@ struct DdpConfig {
 
   // Elements after which a bucket closes; none: the whole buffer is one bucket.
   std::optional<int64_t> effective_bucket_size() const;
+  // The ranks a bucket is sharded over: data_parallel_size / instances. Throws mt::Error naming
+  // the flag when N does not divide the data-parallel size.
+  int shard_size() const;
 };
 
 // What the layout needs to know of a parameter.
@@ -55,7 +63,8 @@ struct DdpBucket {
   BufferRange range;           // padded (under the distributed optimizer)
   int64_t numel_unpadded = 0;  // up to the end of its last parameter
   std::vector<int> params;     // indices into the parameter list, in buffer order
-  // Data-parallel rank `rank`'s piece of the bucket: the rank-th of dp equal contiguous pieces.
+  // Rank `rank`'s piece of the bucket: the rank-th of `data_parallel_size` (the shard size) equal
+  // contiguous pieces.
   BufferRange shard(int rank, int data_parallel_size) const;
 };
 

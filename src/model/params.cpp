@@ -133,6 +133,9 @@ DdpConfig expert_ddp(const ModelConfig& c, const DdpConfig& dense) {
                                         << r.tp << " is not divisible by expert-parallel " << r.ep
                                         << " x expert tensor-parallel " << r.etp;
   ddp.data_parallel_size = static_cast<int>(ranks / (r.ep * r.etp));
+  MT_CHECK(ddp.data_parallel_size % dense.num_distributed_optimizer_instances == 0)
+      << "--num-distributed-optimizer-instances " << dense.num_distributed_optimizer_instances
+      << " does not divide the expert-data-parallel size " << ddp.data_parallel_size << "; choose a divisor of it";
   return ddp;
 }
 

@@ -15,8 +15,10 @@ DataParallelSync::DataParallelSync(ParamStore& params, const GradSyncGroups& gro
     : params_(params),
       tp_(groups.tp),
       dp_(groups.dp),
+      dp_inter_(groups.dp_inter),
       embedding_(groups.embedding),
-      distributed_(ddp.use_distributed_optimizer && active(dp_)),
+      // With several instances a shard group of one still all-reduces its (whole-bucket) shard.
+      distributed_(ddp.use_distributed_optimizer && (active(dp_) || active(dp_inter_))),
       overlap_grads_(ddp.overlap_grad_reduce && active(dp_)),
       overlap_gather_(ddp.overlap_param_gather && distributed_),
       reduce_op_(ddp.average_in_collective ? ReduceOp::avg : ReduceOp::sum) {
@@ -66,7 +68,7 @@ void DataParallelSync::finish_param(size_t i) {
 }
 
 void DataParallelSync::start_bucket(size_t b) {
-  if (!active(dp_)) return;
+  if (!active(dp_) && !distributed_) return;
   const TensorView grads = params_.bucket_grads(b);
   if (!distributed_) {
     if (overlap_grads_)
@@ -94,15 +96,16 @@ void DataParallelSync::reduce_grads() {
   // Whatever the backward did not finish (all of it without overlap), in parameter order.
   for (size_t i = 0; i < params_.params().size(); ++i) finish_param(i);
   last_micro_batch_ = false;
-  if (active(dp_)) {
-    const std::vector<DdpBucket>& buckets = params_.layout().buckets;
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      wait(b);
-      if (!distributed_) continue;
-      const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
-      copy_tensor(params_.grad_buffer().rows(mine.start, mine.numel()),
-                  grad_shards_.rows(shard_at_[b].start, shard_at_[b].numel()));
-    }
+  const std::vector<DdpBucket>& buckets = params_.layout().buckets;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    wait(b);
+    if (!distributed_) continue;
+    const TensorView sum = grad_shards_.rows(shard_at_[b].start, shard_at_[b].numel());
+    // Several instances: the instance's sum, then over the instances (Megatron does not overlap
+    // this all-reduce either).
+    if (active(dp_inter_)) dp_inter_->all_reduce(sum, reduce_op_);
+    const BufferRange mine = buckets[b].shard(dp_->rank(), dp_->size());
+    copy_tensor(params_.grad_buffer().rows(mine.start, mine.numel()), sum);
   }
   if (active(embedding_))
     for (const Param& p : params_.params())

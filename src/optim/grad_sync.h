@@ -23,7 +23,10 @@ namespace mt {
 // The groups gradients are reduced over (null or size 1: nothing to do there).
 struct GradSyncGroups {
   Communicator* tp = nullptr;  // sequence-parallel norm gradients
-  Communicator* dp = nullptr;  // every gradient, bucket by bucket
+  Communicator* dp = nullptr;  // every gradient, bucket by bucket (the distributed optimizer's shard group)
+  // Several distributed-optimizer instances: each rank's reduced shard is then all-reduced over
+  // the ranks holding the same shard in the other instances.
+  Communicator* dp_inter = nullptr;
   // The first and last pipeline stage: the two copies of the tied embedding (shared_embedding)
   // have their gradients summed over it, after the dp reduction (Megatron's
   // _allreduce_embedding_grads), so the copies stay identical.
@@ -77,6 +80,7 @@ class DataParallelSync {
   ParamStore& params_;
   Communicator* tp_;
   Communicator* dp_;
+  Communicator* dp_inter_;
   Communicator* embedding_;
   bool distributed_;
   bool overlap_grads_;

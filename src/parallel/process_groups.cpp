@@ -19,12 +19,24 @@ std::unique_ptr<Communicator> split_by_role(Communicator& world, const ParallelG
   return world.split(static_cast<int>(groups.size()) + rank, 0);
 }
 
+// Megatron's intra- and inter-partial groups of a data-parallel group: `instances` blocks of
+// consecutive ranks, and the ranks at one position across the blocks.
+void split_instances(Communicator& dp, int instances, std::unique_ptr<Communicator>& intra,
+                     std::unique_ptr<Communicator>& inter) {
+  if (instances == 1) return;
+  MT_CHECK(instances > 0 && dp.size() % instances == 0)
+      << "--num-distributed-optimizer-instances " << instances << " does not divide the data-parallel size "
+      << dp.size() << " (or the expert-data-parallel size); choose a divisor of both";
+  const int per_instance = dp.size() / instances;
+  intra = dp.split(dp.rank() / per_instance, dp.rank());
+  inter = dp.split(dp.rank() % per_instance, dp.rank());
+}
+
 }  // namespace
 
-ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
+ProcessGroups make_process_groups(Communicator& world, GridConfig config, int optimizer_instances) {
   config.world_size = world.size();
-  ProcessGroups g{ParallelGrid(config), &world, nullptr, nullptr, nullptr, nullptr, nullptr,
-                  nullptr, nullptr, nullptr, nullptr, nullptr};
+  ProcessGroups g{.grid = ParallelGrid(config), .world = &world};
   g.tp = split_by_role(world, g.grid, GridRole::tp);
   g.dp = split_by_role(world, g.grid, GridRole::dp);
   g.model_parallel = split_by_role(world, g.grid, GridRole::model_parallel);
@@ -35,6 +47,8 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config) {
   g.etp_ep = split_by_role(world, g.grid, GridRole::etp_ep);
   g.expert_dp = split_by_role(world, g.grid, GridRole::expert_dp);
   g.expert_model_parallel = split_by_role(world, g.grid, GridRole::etp_ep_pp);
+  split_instances(*g.dp, optimizer_instances, g.dp_intra, g.dp_inter);
+  split_instances(*g.expert_dp, optimizer_instances, g.expert_dp_intra, g.expert_dp_inter);
   return g;
 }
 

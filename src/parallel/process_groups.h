@@ -26,11 +26,21 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> etp_ep;     // etp × ep: the allgather dispatcher's gathers
   std::unique_ptr<Communicator> expert_dp;  // expert data parallel: the expert gradient all-reduce
   std::unique_ptr<Communicator> expert_model_parallel;  // etp × ep × pp: the experts' gradient norm
+  // --num-distributed-optimizer-instances N > 1 only (else null): dp and expert-dp each split
+  // into N instances of consecutive ranks (Megatron's intra-partial groups), which shard the
+  // optimizer, and the groups of the ranks at one position in their instance (inter-partial),
+  // which all-reduce each shard's gradients.
+  std::unique_ptr<Communicator> dp_intra, dp_inter, expert_dp_intra, expert_dp_inter;
+
+  // The group the distributed optimizer shards over: the instance, or dp itself with one.
+  Communicator* dp_shard() const { return dp_intra ? dp_intra.get() : dp.get(); }
+  Communicator* expert_dp_shard() const { return expert_dp_intra ? expert_dp_intra.get() : expert_dp.get(); }
 };
 
 // Collective over `world`: every rank must call it with the same config (world_size is taken
-// from the communicator). Throws mt::Error naming the flag when the layout does not fit.
-ProcessGroups make_process_groups(Communicator& world, GridConfig config);
+// from the communicator). optimizer_instances: --num-distributed-optimizer-instances. Throws
+// mt::Error naming the flag when the layout does not fit.
+ProcessGroups make_process_groups(Communicator& world, GridConfig config, int optimizer_instances = 1);
 
 // Σ over the group of a per-rank scalar (every rank gets the total; null or size 1: the value).
 double sum_over(Communicator* group, double value);

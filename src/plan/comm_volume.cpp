@@ -41,11 +41,13 @@ void add_totals(CommTotals& to, const CommTotals& from) {
 // A rank's terms; repeats of one (group, what) add up into one term.
 class Terms {
  public:
-  void add(CommGroup group, const std::string& what, Collective kind, int64_t calls, int64_t bytes_each) {
+  // ranks: the communicator's when it is not the group's own (0).
+  void add(CommGroup group, const std::string& what, Collective kind, int64_t calls, int64_t bytes_each,
+           int ranks = 0) {
     if (calls == 0) return;
     auto it = std::find_if(terms_.begin(), terms_.end(),
                            [&](const CommTerm& t) { return t.group == group && t.what == what; });
-    if (it == terms_.end()) it = terms_.insert(terms_.end(), CommTerm{group, what, {}});
+    if (it == terms_.end()) it = terms_.insert(terms_.end(), CommTerm{group, what, {}, ranks});
     (it->totals.*kind).calls += static_cast<size_t>(calls);
     (it->totals.*kind).bytes += static_cast<size_t>(calls * bytes_each);
   }
@@ -200,15 +202,21 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
       if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel gradients", all_reduce, 1,
                                          4 * shard_sizes(c).of(s).local(s.shape).numel());
   // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
-  // distributed optimizer reduce-scattered (the whole bucket in). The same calls with or without
-  // --overlap-grad-reduce; only their timing differs.
+  // distributed optimizer reduce-scattered (the whole bucket in) over the optimizer instance and,
+  // with several instances, the rank's reduced shard all-reduced across them. The same calls with
+  // or without --overlap-grad-reduce; only their timing differs.
   // An MoE model's expert weights likewise over expert-dp, in their own buffer.
   for (const auto& [group, subset, settings] :
        {std::tuple{CommGroup::dp, &specs, ddp}, std::tuple{CommGroup::expert_dp, &experts, expert_ddp(c, ddp)}}) {
     if (subset->empty() || settings.data_parallel_size <= 1) continue;
     const bool distributed = settings.use_distributed_optimizer;
+    const int shard = settings.shard_size(), instances = settings.num_distributed_optimizer_instances;
     for (const DdpBucket& b : param_buffer_layout(*subset, settings, shard_sizes(c)).buckets)
-      terms.add(group, "gradient buckets", distributed ? reduce_scatter : all_reduce, 1, 4 * b.range.numel());
+      terms.add(group, "gradient buckets", distributed ? reduce_scatter : all_reduce, 1, 4 * b.range.numel(), shard);
+    if (distributed && instances > 1)
+      for (const DdpBucket& b : param_buffer_layout(*subset, settings, shard_sizes(c)).buckets)
+        terms.add(group, "gradient shards across optimizer instances", all_reduce, 1, 4 * b.range.numel() / shard,
+                  instances);
   }
   // The tied word embedding's two copies (first and last pipeline stage): their f32 gradients
   // summed over the embedding group after the dp reduction.
@@ -231,7 +239,8 @@ void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const St
     const std::vector<ParamSpec> subset = param_subset(all, set);
     if (subset.empty() || !settings.use_distributed_optimizer || settings.data_parallel_size <= 1) continue;
     for (const DdpBucket& b : param_buffer_layout(subset, settings, shard_sizes(c)).buckets)
-      terms.add(group, "parameter gather", all_gather, 1, b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)));
+      terms.add(group, "parameter gather", all_gather, 1, b.range.numel() * static_cast<int64_t>(dtype_size(c.params_dtype)),
+                settings.shard_size());
   }
 }
 
@@ -271,6 +280,21 @@ CommTotals StepComm::totals(CommGroup group) const {
   for (const CommTerm& t : terms)
     if (t.group == group) add_totals(sum, t.totals);
   return sum;
+}
+
+double StepComm::sent_bytes(CommGroup group) const {
+  // Summed per communicator size, as the Trainer sums its counters.
+  std::vector<int> sizes;
+  for (const CommTerm& t : terms)
+    if (t.group == group && std::find(sizes.begin(), sizes.end(), t.ranks) == sizes.end()) sizes.push_back(t.ranks);
+  double sent = 0.0;
+  for (int ranks : sizes) {
+    CommTotals sum;
+    for (const CommTerm& t : terms)
+      if (t.group == group && t.ranks == ranks) add_totals(sum, t.totals);
+    sent += sum.sent_bytes(ranks);
+  }
+  return sent;
 }
 
 std::vector<StepComm> plan_comm(const TrainingLayout& layout) { return plan_comm(layout, pipeline_plan(layout)); }
@@ -318,16 +342,22 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
         if (size > 1) terms.add(group, "moe metrics", all_reduce, 1, bytes);
     }
     // The optimizer's gradient norm: under the distributed optimizer each rank's sum of squares
-    // (one f64) over dp first. Its sum over the model-parallel group (found_inf follows from the
-    // norm) runs over a group the Trainer does not count.
-    if (layout.ddp.use_distributed_optimizer && dp > 1) terms.add(CommGroup::dp, "gradient norm", all_reduce, 1, 8);
+    // (one f64) over its instance's ranks (dp, or dp/N with N instances) first. Its sum over the
+    // model-parallel group (found_inf follows from the norm) runs over a group the Trainer does
+    // not count.
+    const int shard = layout.ddp.shard_size();
+    if (layout.ddp.use_distributed_optimizer && shard > 1)
+      terms.add(CommGroup::dp, "gradient norm", all_reduce, 1, 8, shard);
     const bool expert_chunks = std::any_of(ranges.begin(), ranges.end(), [&](const StageRange& r) {
       return c.mlp_kinds(r.first_layer, r.last_layer).moe;
     });
-    if (layout.ddp.use_distributed_optimizer && expert_dp > 1 && expert_chunks)
-      terms.add(CommGroup::expert_dp, "gradient norm", all_reduce, 1, 8);
+    const int expert_shard = c.moe.enabled() ? expert_ddp(c, layout.ddp).shard_size() : 1;
+    if (layout.ddp.use_distributed_optimizer && expert_shard > 1 && expert_chunks)
+      terms.add(CommGroup::expert_dp, "gradient norm", all_reduce, 1, 8, expert_shard);
     for (const StageRange& range : ranges) parameter_gather_chunk(terms, layout, range);
     step.terms = terms.take();
+    for (CommTerm& term : step.terms)
+      if (term.ranks == 0) term.ranks = step.size(term.group);
     ranks.push_back(std::move(step));
   }
   return ranks;

@@ -35,6 +35,9 @@ struct CommTerm {
   CommGroup group = CommGroup::tp;
   std::string what;  // e.g. "layer forward", "gradient buckets"
   CommTotals totals;
+  // The ranks of the communicator it runs over: the group's, but for a role's sub-groups (the
+  // distributed-optimizer instances' reductions are dp's and expert-dp's traffic).
+  int ranks = 0;
 };
 
 struct StepComm {
@@ -45,8 +48,9 @@ struct StepComm {
   int size(CommGroup group) const { return group_sizes[static_cast<size_t>(group)]; }
   // Σ of the group's terms: what its counting communicator records in one train_step.
   CommTotals totals(CommGroup group) const;
-  // Bytes this rank puts on the wire over the group (CommTotals::sent_bytes: ring algorithms).
-  double sent_bytes(CommGroup group) const { return totals(group).sent_bytes(size(group)); }
+  // Bytes this rank puts on the wire over the group (CommTotals::sent_bytes: ring algorithms, each
+  // term over its communicator's ranks).
+  double sent_bytes(CommGroup group) const;
 };
 
 // One entry per pipeline rank: its traffic in one train_step (forward_backward over

@@ -18,13 +18,16 @@ ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range,
     b.weights += layout.numel * static_cast<int64_t>(dtype_size(c.params_dtype));
     b.grads += layout.numel * 4;
     // AdamW keeps its state for this rank's shard of every bucket (the distributed optimizer over
-    // more than one rank) or for the whole buffer.
-    const bool sharded = group.use_distributed_optimizer && group.data_parallel_size > 1;
+    // more than one rank of its instance: dp/N ranks with N instances) or for the whole buffer.
+    // The reduce-scatter's scratch holds the shards whenever dp reduces under the distributed
+    // optimizer (a whole bucket each when an instance has one rank).
+    const int shard = group.shard_size();
     int64_t state = 0;  // up to the last parameter's end (no trailing padding) when not sharded
     for (const BufferRange& p : layout.params) state = std::max(state, p.end);
-    if (sharded) {
-      state = layout.numel / group.data_parallel_size;  // every bucket divides by the data-parallel size
-      b.reduce_scatter += state * 4;
+    if (group.use_distributed_optimizer && group.data_parallel_size > 1) {
+      const int64_t shards = layout.numel / shard;  // every bucket divides by the shard size
+      if (shard > 1) state = shards;
+      b.reduce_scatter += shards * 4;
     }
     const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
     b.optimizer += tensors * state * 4;

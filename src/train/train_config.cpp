@@ -53,6 +53,14 @@ void TrainConfig::finalize() {
       << "--overlap-param-gather is only supported with the distributed optimizer; add --use-distributed-optimizer";
   MT_CHECK(!overlap_param_gather || overlap_grad_reduce)
       << "--overlap-param-gather needs --overlap-grad-reduce; add it";
+  MT_CHECK(num_distributed_optimizer_instances >= 1)
+      << "--num-distributed-optimizer-instances must be >= 1 (got " << num_distributed_optimizer_instances << ")";
+  MT_CHECK(num_distributed_optimizer_instances == 1 || use_distributed_optimizer)
+      << "--num-distributed-optimizer-instances " << num_distributed_optimizer_instances
+      << " needs the distributed optimizer; add --use-distributed-optimizer";
+  MT_CHECK(data_parallel_size % num_distributed_optimizer_instances == 0)
+      << "--num-distributed-optimizer-instances " << num_distributed_optimizer_instances
+      << " does not divide the data-parallel size " << data_parallel_size << "; choose a divisor of it";
   // distributed_data_parallel.py: the per-token loss already normalises over every rank's tokens.
   MT_CHECK(!(ddp_average_in_collective && calculate_per_token_loss))
       << "--ddp-average-in-collective cannot be combined with --calculate-per-token-loss (the gradients are "

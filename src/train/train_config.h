@@ -65,6 +65,9 @@ struct TrainConfig {
   // --use-distributed-optimizer: each data-parallel rank keeps the optimizer state of, and
   // updates, 1/dp of the parameters (ZeRO-1); gradients are reduce-scattered, parameters gathered.
   bool use_distributed_optimizer = false;
+  // --num-distributed-optimizer-instances: the optimizer state sharded within each of N groups
+  // of dp/N ranks instead of over all of dp (model/param_layout.h's DdpConfig).
+  int num_distributed_optimizer_instances = 1;
   // --overlap-grad-reduce: each gradient bucket's dp reduction starts (non-blocking) as soon as
   // the last micro-batch's backward has finished its parameters. --ddp-bucket-size: elements per
   // bucket (0: Megatron's max(40M, 1M·dp)); buckets exist only with overlap, as in Megatron.

@@ -103,6 +103,7 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.microbatch_group_size = t.microbatch_group_size;
   l.ddp.data_parallel_size = static_cast<int>(t.data_parallel_size);
   l.ddp.use_distributed_optimizer = t.use_distributed_optimizer;
+  l.ddp.num_distributed_optimizer_instances = t.num_distributed_optimizer_instances;
   l.ddp.overlap_grad_reduce = t.overlap_grad_reduce;
   l.ddp.bucket_size = t.ddp_bucket_size;
   l.ddp.overlap_param_gather = t.overlap_param_gather;
@@ -133,15 +134,18 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, const RunCo
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData data, const RunContext& context)
     : self_(self_if_null(context.world)),
       groups_(make_process_groups(context.world ? *context.world : *self_,
-                                  train_grid_config(model, train, world_size(context.world)))),
+                                  train_grid_config(model, train, world_size(context.world)),
+                                  train.num_distributed_optimizer_instances)),
       model_config_(finalized(model)),
       config_(finalized(train, groups_.grid, groups_.world->rank())),
       data_(checked(std::move(data), model_config_, config_)),
       train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                      config_.data_parallel_size) {
   tp_counter_ = counted(groups_.tp);
-  dp_counter_ = counted(groups_.dp);
-  expert_dp_counter_ = counted(groups_.expert_dp);
+  for (auto [group, comm] : {std::pair{CommGroup::dp, &groups_.dp}, {CommGroup::dp, &groups_.dp_intra},
+                             {CommGroup::dp, &groups_.dp_inter}, {CommGroup::expert_dp, &groups_.expert_dp},
+                             {CommGroup::expert_dp, &groups_.expert_dp_intra}, {CommGroup::expert_dp, &groups_.expert_dp_inter}})
+    if (*comm) dp_counters_.push_back({group, counted(*comm)});
   for (auto* group : {&groups_.ep, &groups_.etp, &groups_.etp_ep}) dispatch_counters_.push_back(counted(*group));
   pp_counter_ = counted(groups_.pp);
   embedding_counter_ = counted(groups_.embedding);
@@ -182,9 +186,10 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     stage->set_seed(config_.seed);
     stage->init_params(config_.seed);
     ParamStore& params = stage->params();
-    optimized.push_back({&params.params(), {config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp.get()}});
+    optimized.push_back({&params.params(), {config_.use_distributed_optimizer ? &params.layout() : nullptr, groups_.dp_shard()}});
     auto sync = std::make_unique<DataParallelSync>(
-        params, GradSyncGroups{groups_.tp.get(), groups_.dp.get(), groups_.embedding.get()}, ddp, backend, &memory_);
+        params, GradSyncGroups{groups_.tp.get(), groups_.dp_shard(), groups_.dp_inter.get(), groups_.embedding.get()},
+        ddp, backend, &memory_);
     DataParallelSync* raw = sync.get();
     stage->on_grads_ready([raw](ParamStore::IndexRange r) { raw->grads_ready(r); });
     stage->on_params_needed([raw](ParamStore::IndexRange r) { raw->params_needed(r); });
@@ -193,7 +198,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     // their norm summed over etp × ep × pp.
     if (ParamStore* experts = stage->expert_params()) {
       optimized.push_back({&experts->params(),
-                           {config_.use_distributed_optimizer ? &experts->layout() : nullptr, groups_.expert_dp.get()},
+                           {config_.use_distributed_optimizer ? &experts->layout() : nullptr, groups_.expert_dp_shard()},
                            groups_.expert_model_parallel.get()});
       DdpConfig expert = expert_ddp(model_config_, ddp);
       expert.overlap_grad_reduce = expert.overlap_param_gather = false;
@@ -204,7 +209,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
           << " expert-data-parallel ranks where " << ddp.data_parallel_size
           << " data-parallel ranks are needed; drop --ddp-average-in-collective for this expert layout";
       expert_syncs_.push_back(std::make_unique<DataParallelSync>(
-          *experts, GradSyncGroups{nullptr, groups_.expert_dp.get(), nullptr}, expert, backend, &memory_));
+          *experts, GradSyncGroups{nullptr, groups_.expert_dp_shard(), groups_.expert_dp_inter.get(), nullptr}, expert,
+          backend, &memory_));
     }
     chunks_.push_back(std::move(stage));
   }
@@ -232,8 +238,13 @@ CommTotals Trainer::comm_totals(CommGroup group) const {
     case CommGroup::tp: return tp_counter_->totals();
     case CommGroup::pp: return pp_counter_->totals();
     case CommGroup::embedding: return embedding_counter_->totals();
-    case CommGroup::dp: return dp_counter_->totals();
-    case CommGroup::expert_dp: return expert_dp_counter_->totals();
+    case CommGroup::dp:
+    case CommGroup::expert_dp: {
+      CommTotals sum;
+      for (const DpCounter& c : dp_counters_)
+        if (c.group == group) sum = sum + c.counter->totals();
+      return sum;
+    }
   }
   MT_FAIL() << "no such communication group";
 }
@@ -318,13 +329,14 @@ ForwardBackwardResult Trainer::forward_backward() {
 IterationStats Trainer::train_step() {
   const auto start = Clock::now();
   const CommTotals tp_before = tp_counter_->totals(), pp_before = pp_counter_->totals(),
-                   embedding_before = embedding_counter_->totals(), dp_before = dp_counter_->totals(),
-                   expert_dp_before = expert_dp_counter_->totals();
+                   embedding_before = embedding_counter_->totals();
   double dispatch_before = 0.0;
   for (const CountingCommunicator* c : dispatch_counters_) dispatch_before += c->totals().sent_bytes(c->size());
   IterationStats st;
   st.global_batch_size = config_.global_batch_at(consumed_train_samples_);
   const int64_t num_microbatches = config_.num_microbatches_at(consumed_train_samples_);
+  std::array<CommTotals, 6> dp_before;  // dp and expert-dp, each with its instances' two groups
+  for (size_t i = 0; i < dp_counters_.size(); ++i) dp_before[i] = dp_counters_[i].counter->totals();
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
   st.iteration = iteration_ + 1;
@@ -371,8 +383,8 @@ IterationStats Trainer::train_step() {
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
   for (const CountingCommunicator* c : dispatch_counters_) st.ep_bytes_sent += c->totals().sent_bytes(c->size());
   st.ep_bytes_sent -= dispatch_before;
-  st.dp_bytes_sent = (dp_counter_->totals() - dp_before).sent_bytes(dp_counter_->size()) +
-                     (expert_dp_counter_->totals() - expert_dp_before).sent_bytes(expert_dp_counter_->size());
+  for (size_t i = 0; i < dp_counters_.size(); ++i)
+    st.dp_bytes_sent += (dp_counters_[i].counter->totals() - dp_before[i]).sent_bytes(dp_counters_[i].counter->size());
   st.elapsed_ms = ms_since(start);
   return st;
 }

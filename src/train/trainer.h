@@ -177,8 +177,13 @@ class Trainer {
   ProcessGroups groups_;
   // The groups wrapped so the log can report the bytes sent over each.
   CountingCommunicator* tp_counter_ = nullptr;
-  CountingCommunicator* dp_counter_ = nullptr;
-  CountingCommunicator* expert_dp_counter_ = nullptr;
+  // dp's and expert-dp's, with their instances' groups when there are several distributed-optimizer
+  // instances: each counted under the role it serves (CommGroup::dp or expert_dp).
+  struct DpCounter {
+    CommGroup group;
+    CountingCommunicator* counter;
+  };
+  std::vector<DpCounter> dp_counters_;
   // The token dispatchers' groups (ep, etp, etp × ep): reported, not planned (dropless routing's
   // volume depends on the data).
   std::vector<CountingCommunicator*> dispatch_counters_;

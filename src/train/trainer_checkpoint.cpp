@@ -5,8 +5,8 @@
 // Pieces: every parameter's values once per tensor-parallel shard (data-parallel rank 0; a tensor
 // every tp rank holds whole from tp rank 0 only; never the last stage's copy of the tied
 // embedding), and the optimizer state where it lives: with the distributed optimizer each dp rank
-// its own ranges, otherwise dp rank 0. Files are named by world rank; the manifest lists each
-// with its size and checksum.
+// of the first optimizer instance its own ranges (the other instances hold copies), otherwise dp
+// rank 0. Files are named by world rank; the manifest lists each with its size and checksum.
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
@@ -52,6 +52,12 @@ void Trainer::save_checkpoint(const std::string& root) {
   const int tp = groups_.tp->size();
   // A parameter's replicas: its data-parallel group (expert-dp for the experts' weights).
   const auto replica_rank = [&](const Param& p) { return (p.expert ? groups_.expert_dp : groups_.dp)->rank(); };
+  // The distributed optimizer's state repeats over its instances (the inter groups; none with one).
+  const auto state_replica = [&](const Param& p) {
+    if (!config_.use_distributed_optimizer) return replica_rank(p);
+    const std::unique_ptr<Communicator>& inter = p.expert ? groups_.expert_dp_inter : groups_.dp_inter;
+    return inter ? inter->rank() : 0;
+  };
   const bool with_optimizer = !config_.checkpoint.no_save_optim;
   if (world.rank() == 0) begin_checkpoint(root, iteration_);
   world.barrier();
@@ -71,7 +77,7 @@ void Trainer::save_checkpoint(const std::string& root) {
     for (const AdamW::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
       if (!is_counted_copy(p)) continue;
-      if (!config_.use_distributed_optimizer && replica_rank(p) != 0) continue;  // replicas
+      if (state_replica(p) != 0) continue;
       records.push_back(piece(p, "exp_avg", s.begin, s.m));
       records.push_back(piece(p, "exp_avg_sq", s.begin, s.v));
       if (!s.main.empty()) records.push_back(piece(p, "main_param", s.begin, s.main));

@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint_dir.h"
 #include "train/checkpoint_convert.h"
+#include "train/checkpoint_manifest.h"
 #include "train_testing.h"
 
 namespace mt::test {
@@ -112,6 +113,39 @@ TEST(CheckpointLayouts, ReshardedRunsContinueTheSingleRankCurve) {
     const double reference = want.iterations[i + 5].loss;
     EXPECT_NEAR(from_parallel.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
     EXPECT_NEAR(from_single.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
+  }
+}
+
+// Two distributed-optimizer instances (dp 4): each state shard saved once (by the first instance),
+// resumed bit for bit under the same layout, and loaded under one instance onto the same curve.
+TEST(CheckpointLayouts, OptimizerInstancesResumeAndLoadUnderOne) {
+  if (world().size() != 4) GTEST_SKIP();
+  SharedDir dir;
+  TrainConfig save = saving_run(dir.path(), 10), load = loading_run(dir.path(), 10);
+  save.use_distributed_optimizer = load.use_distributed_optimizer = true;
+  save.num_distributed_optimizer_instances = load.num_distributed_optimizer_instances = 2;
+  const TrainResult whole = Trainer(gpt2_style(), save, &world()).run([](const std::string&) {});
+  // dp ranks 2 and 3 (the second instance) hold copies of the first's state and save nothing;
+  // dp rank 1 saves its state shard.
+  const std::filesystem::path saved = committed_iteration_dir(dir.path(), 5);
+  EXPECT_GT(std::filesystem::file_size(saved / shard_file_name(1)),
+            std::filesystem::file_size(saved / shard_file_name(2)) + 10000);
+  EXPECT_EQ(std::filesystem::file_size(saved / shard_file_name(2)),
+            std::filesystem::file_size(saved / shard_file_name(3)));
+  Trainer resumed(gpt2_style(), load, &world());
+  ASSERT_EQ(resumed.load_checkpoint(dir.path()), 5);
+  const TrainResult got = resumed.run([](const std::string&) {});
+  load.num_distributed_optimizer_instances = 1;
+  Trainer one(gpt2_style(), load, &world());
+  ASSERT_EQ(one.load_checkpoint(dir.path()), 5);
+  const TrainResult from_one = one.run([](const std::string&) {});
+  ASSERT_EQ(got.iterations.size(), 5u);
+  ASSERT_EQ(from_one.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got.iterations[i].loss, whole.iterations[i + 5].loss) << "iteration " << i + 6;
+    EXPECT_EQ(got.iterations[i].grad_norm, whole.iterations[i + 5].grad_norm) << "iteration " << i + 6;
+    const double reference = whole.iterations[i + 5].loss;
+    EXPECT_NEAR(from_one.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
   }
 }
 

@@ -54,6 +54,9 @@ TEST(MoeTrain, DataParallelDistributedOptimizerWithCapacityMatchesSingleRank) {
   m.moe.capacity.capacity_factor = 1.25;
   m.moe.capacity.pad_to_capacity = true;
   expect_same_curve(m, 1, false, run);
+  // Two distributed-optimizer instances: dense and expert state sharded within halves of dp.
+  run.num_distributed_optimizer_instances = 2;
+  if (world().size() == 4) expect_same_curve(m, 1, false, run);
 }
 
 // Expert parallelism: the experts split over ep ranks (taken from data parallelism), tokens

@@ -23,6 +23,7 @@ struct Layout {
   bool llama = false;  // untied output layer, RMSNorm, no biases, RoPE; else GPT-2 (tied)
   bool bf16 = false;
   bool distributed = false;
+  int instances = 1;     // --num-distributed-optimizer-instances
   bool overlap = false;  // --overlap-grad-reduce (and param gather) with buckets small enough to be several
   bool per_token_loss = false;
   RecomputeGranularity recompute = RecomputeGranularity::none;
@@ -132,6 +133,11 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .bf16 = true,
        .distributed = true,
        .overlap = true},
+      {.name = "dp, two distributed-optimizer instances, overlapped reduce and gather in buckets, bf16",
+       .bf16 = true,
+       .distributed = true,
+       .instances = 2,
+       .overlap = true},
       {.name = "dp, all-reduced buckets overlapped, per-token loss, fp32", .overlap = true, .per_token_loss = true},
       {.name = "tp 2, full block recompute, distributed optimizer, fp32",
        .tp = 2,
@@ -176,6 +182,12 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .distributed = true,
        .moe_layers = "1",
        .ep = 2},
+      {.name = "MoE, ep 2, two distributed-optimizer instances over dp and expert-dp, fp32",
+       .llama = true,
+       .distributed = true,
+       .instances = 2,
+       .moe_layers = "1",
+       .ep = 2},
       {.name = "MoE and dense layers, pp 2 + dp, full uniform recompute, distributed optimizer, fp32",
        .pp = 2,
        .llama = true,
@@ -188,6 +200,9 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
   int tested = 0;
   for (const Layout& l : layouts) {
     if (world().size() % (l.tp * l.pp) != 0 || world().size() % (l.ep * l.pp) != 0) continue;
+    // Instances divide dp and expert-dp (world / (pp · ep): the experts are whole, etp 1).
+    if ((world().size() / (l.tp * l.pp)) % l.instances != 0 || (world().size() / (l.ep * l.pp)) % l.instances != 0)
+      continue;
     SCOPED_TRACE(std::string(l.name) + " on " + std::to_string(world().size()) + " ranks");
     ModelConfig m = l.llama ? llama_style() : gpt2_style();
     m.num_layers = l.num_layers;
@@ -231,6 +246,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     run.pipeline.pp = l.pp;
     if (l.vp > 1) run.pipeline.virtual_stages_per_rank = l.vp;
     run.use_distributed_optimizer = l.distributed;
+    run.num_distributed_optimizer_instances = l.instances;
     run.overlap_grad_reduce = l.overlap;
     run.overlap_param_gather = l.overlap && l.distributed;
     if (l.overlap) run.ddp_bucket_size = 20000;

@@ -67,6 +67,19 @@ TEST(TpTrain, DistributedOptimizerMatchesSingleRank) {
   expect_same_curve(gpt2_style(), 1, false, run);
   if (world().size() == 4) expect_same_curve(llama_style(), 2, true, run);
 }
+// --num-distributed-optimizer-instances 2: the state sharded within each half of dp, each shard's
+// gradients then all-reduced across the halves: dp 2 (instances of one rank) or 4, and on 4 ranks
+// tp 2 x dp 2 with overlapped bucket reductions and parameter gathers.
+TEST(TpTrain, DistributedOptimizerInstancesMatchSingleRank) {
+  TrainConfig run = short_run();
+  run.use_distributed_optimizer = true;
+  run.num_distributed_optimizer_instances = 2;
+  expect_same_curve(gpt2_style(), 1, false, run);
+  if (world().size() != 4) return;
+  run.overlap_grad_reduce = run.overlap_param_gather = true;
+  run.ddp_bucket_size = 20000;
+  expect_same_curve(llama_style(), 2, true, run);
+}
 // --overlap-grad-reduce with small buckets (several per model): each bucket's non-blocking
 // reduction starts inside the last micro-batch's backward; plain and distributed, and tp 2 x dp 2.
 TEST(TpTrain, OverlappedBucketReductionMatchesSingleRank) {

@@ -55,9 +55,13 @@ inline TrainConfig short_run() {
 // final weights (each rank compares the parameters it holds, by their global names).
 inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, const TrainConfig& run = short_run()) {
   SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " + sp" : "") + ", pp " + std::to_string(run.pipeline.pp) + " on " +
-               std::to_string(world().size()) + " ranks" + (run.use_distributed_optimizer ? ", distributed optimizer" : ""));
+               std::to_string(world().size()) + " ranks" + (run.use_distributed_optimizer ? ", distributed optimizer" : "") +
+               (run.num_distributed_optimizer_instances > 1
+                    ? " in " + std::to_string(run.num_distributed_optimizer_instances) + " instances"
+                    : ""));
   TrainConfig alone = run;
   alone.pipeline = PartitionConfig{};
+  alone.num_distributed_optimizer_instances = 1;  // one rank: one instance
   ModelConfig single = base;  // this rank alone holds every expert
   single.moe.expert_model_parallel_size = single.moe.expert_tensor_parallel_size = 1;
   Trainer reference(single, alone);  // this rank alone, tp = 1 (and dp = 1: the distributed optimizer shards nothing)
@@ -114,6 +118,7 @@ inline void expect_same_overflow_skips(TrainConfig run) {
   run.loss_scale.hysteresis = 1;
   TrainConfig alone = run;
   alone.pipeline = PartitionConfig{};
+  alone.num_distributed_optimizer_instances = 1;  // one rank: one instance
   alone.use_distributed_optimizer = false;
   const TrainResult single = Trainer(m, alone).run([](const std::string&) {});
   const TrainResult parallel = Trainer(m, run, &world()).run([](const std::string&) {});

@@ -134,6 +134,25 @@ TEST(DdpLayout, ModelParametersTileTheBufferAndTheTiedCopiesAreMarked) {
   }
 }
 
+// Several distributed-optimizer instances: buckets pad for the ranks of one instance (Megatron's
+// intra-partial group), while the default bucket size still counts all of dp.
+TEST(DdpLayout, OptimizerInstancesPadForTheRanksOfOne) {
+  DdpConfig c{6};
+  c.use_distributed_optimizer = true;
+  EXPECT_EQ(ddp_buffer_layout({{10}}, c).numel, 384);  // lcm(6, 128)
+  c.num_distributed_optimizer_instances = 3;
+  EXPECT_EQ(c.shard_size(), 2);
+  const DdpBufferLayout l = ddp_buffer_layout({{10}}, c);
+  EXPECT_EQ(l.numel, 128);  // lcm(2, 128)
+  EXPECT_EQ(l.buckets[0].shard(1, c.shard_size()), (BufferRange{64, 128}));
+  c.overlap_grad_reduce = true;
+  c.data_parallel_size = 64;
+  c.num_distributed_optimizer_instances = 2;
+  EXPECT_EQ(*c.effective_bucket_size(), 64'000'000);
+  c.num_distributed_optimizer_instances = 3;
+  EXPECT_THROW(c.shard_size(), Error);
+}
+
 TEST(DdpLayout, DefaultBucketSizeIsMegatrons) {
   DdpConfig c{8};
   EXPECT_FALSE(c.effective_bucket_size().has_value());  // no overlap: one bucket

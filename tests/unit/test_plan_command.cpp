@@ -131,6 +131,19 @@ TEST(PlanCommand, TextNamesEveryPipelineRankAndItsChunks) {
     EXPECT_NE(out.find(expected), std::string::npos) << expected << " not in:\n" << out;
 }
 
+// Two distributed-optimizer instances on dp 4 shard the state over 2 ranks, as one instance on dp 2.
+TEST(PlanCommand, OptimizerInstancesShardOverTheRanksOfOne) {
+  const std::vector<std::string> distributed = {"--use-distributed-optimizer", "--json"};
+  const json two = json::parse(plan_output(with(with(train_line(), distributed),
+                                                {"--world-size", "4", "--num-distributed-optimizer-instances", "2"})));
+  const json one = json::parse(plan_output(with(with(train_line(), distributed), {"--world-size", "2"})));
+  EXPECT_EQ(two.at("distributed_optimizer_instances"), 2);
+  EXPECT_EQ(two.at("ranks")[0].at("optimizer_bytes"), one.at("ranks")[0].at("optimizer_bytes"));
+  const std::string text = plan_output(with(train_line(), {"--use-distributed-optimizer", "--world-size", "4",
+                                                           "--num-distributed-optimizer-instances", "2"}));
+  EXPECT_NE(text.find("state sharded over 2 data-parallel ranks (2 instances"), std::string::npos) << text;
+}
+
 TEST(PlanCommand, BadLayoutsFailWithOneMessage) {
   struct Case {
     std::vector<std::string> extra;
@@ -142,6 +155,8 @@ TEST(PlanCommand, BadLayoutsFailWithOneMessage) {
       {{"--world-size", "0"}, "--world-size must be between 1 and 1000000"},
       {{"--world-size", "3"}, "global batch"},
       {{"--word-size", "3"}, "did you mean --world-size"},
+      {{"--world-size", "4", "--use-distributed-optimizer", "--num-distributed-optimizer-instances", "3"},
+       "--num-distributed-optimizer-instances 3 does not divide the data-parallel size 4"},
   };
   for (const Case& c : cases) {
     const std::string message = plan_error(with(train_line(), c.extra));

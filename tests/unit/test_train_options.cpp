@@ -39,7 +39,8 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--moe-shared-expert-intermediate-size", "--moe-shared-expert-overlap", "--moe-token-dispatcher-type",
       "--moe-token-drop-policy", "--moe-z-loss-coeff", "--no-load-optim", "--no-load-rng", "--no-position-embedding", "--no-save-optim",
       "--no-save-rng", "--norm-epsilon", "--normalization", "--null-tokenizer-eod-id", "--num-attention-heads",
-      "--num-experts", "--num-layers", "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
+      "--num-distributed-optimizer-instances", "--num-experts", "--num-layers",
+      "--num-layers-per-virtual-pipeline-stage", "--num-query-groups",
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",
       "--overlap-param-gather", "--override-opt-param-scheduler", "--override-opt_param-scheduler",
       "--pipeline-model-parallel-layout", "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config",
@@ -166,6 +167,9 @@ TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
       {with(base, {"--overlap-grad-reduce", "--overlap-param-gather"}), "supported with the distributed optimizer"},
       {with(base, {"--use-distributed-optimizer", "--overlap-param-gather"}), "needs --overlap-grad-reduce"},
       {with(base, {"--ddp-average-in-collective", "--calculate-per-token-loss"}), "cannot be combined with --calculate-per-token-loss"},
+      {with(base, {"--num-distributed-optimizer-instances", "2"}), "needs the distributed optimizer; add --use-distributed-optimizer"},
+      {with(base, {"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2"}),
+       "--num-distributed-optimizer-instances 2 does not divide the data-parallel size 1"},
       {with(base, {"--save-interval", "5"}), "--save-interval 5 needs --save DIR"},
   };
   for (const Case& c : cases) {
