@@ -254,7 +254,7 @@ const std::vector<Rule> kRules = {
     {"--mla-down-proj-fusion", {missing, kMla, planned}},
     {"--mscale", {missing, kMla, planned}},
     {"--mscale-all-dim", {missing, kMla, planned}},
-    {"--rope-type", {missing, kMla, planned}},
+    {"--rope-type", {missing, kMla, planned, "rope"}},
     {"--rotary-scaling-factor", {missing, kMla, planned}},
     {"--yarn-*", {missing, kMla, planned}},
     {"--no-yarn-correction-range-round-to-int", {missing, kMla, planned}},
@@ -465,6 +465,27 @@ const std::vector<Rule> kRules = {
     {"--warmup", {missing, "the removed --warmup: use --lr-warmup-fraction", out_of_scope}},
 };
 
+// The values of Megatron's choices that train's option table lacks, with the feature each needs.
+struct ValueRule {
+  const char* name;
+  const char* value;
+  MegatronFlagStatus status;
+};
+const std::vector<ValueRule> kValueRules = {
+    {"--tokenizer-type", "HuggingFaceTokenizer", {missing, "Hugging Face tokenizers (tokenizer.json)", planned}},
+    {"--tokenizer-type", "TikTokenizer", {missing, "TikTokenizer", planned}},
+    {"--tokenizer-type", "SFTTokenizer", {missing, "supervised fine-tuning on chat data", planned}},
+    {"--tokenizer-type", "BertWordPieceLowerCase", {missing, kEncoders, out_of_scope}},
+    {"--tokenizer-type", "BertWordPieceCase", {missing, kEncoders, out_of_scope}},
+    {"--tokenizer-type", "MultimodalTokenizer", {missing, kEncoders, out_of_scope}},
+    {"--tokenizer-type", "NullMultimodalTokenizer", {missing, kEncoders, out_of_scope}},
+    {"--position-embedding-type", "yarn", {missing, kMla, planned}},
+    {"--position-embedding-type", "mrope", {missing, "multimodal RoPE", out_of_scope}},
+    {"--position-embedding-type", "relative", {missing, kEncoders, out_of_scope}},
+    {"--moe-router-score-function", "sqrtsoftplus", {missing, "the sqrt-softplus router score", out_of_scope}},
+    {"--moe-router-load-balancing-type", "quantile_balancing", {missing, "quantile load balancing", out_of_scope}},
+};
+
 }  // namespace
 
 bool matches_flag_pattern(const std::string& p, const std::string& name) {
@@ -503,6 +524,18 @@ const MegatronFlagStatus* megatron_flag_status(const std::string& name) {
     if (matches_flag_pattern(r.pattern, name) && (!best || std::string(r.pattern).size() > std::string(best->pattern).size()))
       best = &r;
   return best ? &best->status : nullptr;
+}
+
+const MegatronFlagStatus* megatron_value_status(const std::string& name, const std::string& value) {
+  for (const ValueRule& r : kValueRules)
+    if (name == r.name && value == r.value) return &r.status;
+  return nullptr;
+}
+
+std::vector<std::pair<std::string, std::string>> megatron_value_rules() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ValueRule& r : kValueRules) out.emplace_back(r.name, r.value);
+  return out;
 }
 
 bool is_megatron_default(const MegatronArgument& a, const std::vector<std::string>& values) {
@@ -595,6 +628,12 @@ std::string megatron_flags_report(bool markdown, bool (*implemented)(const std::
     for (const std::string& n : names) list += (list.empty() ? "" : markdown ? ", " : " ") + (markdown ? "`" + n + "`" : n);
     if (markdown) out << "- " << (why.empty() ? "" : why + ": ") << list << "\n";
     else out << (why.empty() ? "" : "  " + why + ":\n") << "    " << list << "\n";
+  }
+  out << (markdown ? "\n## " : "\n") << "values of implemented flags, not implemented" << (markdown ? "\n\n" : ":\n");
+  for (const ValueRule& r : kValueRules) {
+    const std::string given = std::string(r.name) + " " + r.value;
+    out << (markdown ? "- `" + given + "`: " : "  " + given + ": ") << r.status.why
+        << (r.status.planned ? " (planned)" : "") << "\n";
   }
   out << (markdown ? "\n## " : "\n") << "dropped by Megatron-LM, still read here" << (markdown ? "\n\n" : ":\n");
   for (const LegacyMegatronFlag& f : legacy_megatron_flags()) {

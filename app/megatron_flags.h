@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mt {
@@ -35,6 +36,12 @@ struct MegatronFlagStatus {
 
 // The status of a Megatron flag that the option table lacks; nullptr when none is recorded.
 const MegatronFlagStatus* megatron_flag_status(const std::string& name);
+
+// The status of value `value` of a Megatron choice flag that the option table implements but
+// without that value (--tokenizer-type TikTokenizer); nullptr when none is recorded.
+const MegatronFlagStatus* megatron_value_status(const std::string& name, const std::string& value);
+// The (flag, value) pairs those statuses are recorded for.
+std::vector<std::pair<std::string, std::string>> megatron_value_rules();
 
 // The names and prefixes ("--fp8-*") the statuses are recorded under, for the test that keeps
 // them current.

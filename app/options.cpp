@@ -25,7 +25,7 @@ const std::vector<OptionSpec> kTable = {
     {"--kv-channels", T::integer, "", "head dimension (default hidden / heads)", "", "train"},
     {"--seq-length", T::integer, "128", "sequence length", "", "train"},
     {"--max-position-embeddings", T::integer, "", "rows of the learned position table (default seq length)", "", "train"},
-    {"--position-embedding-type", T::choice, "learned_absolute", "position embedding", "learned_absolute|rope", "train"},
+    {"--position-embedding-type", T::choice, "learned_absolute", "position embedding (none: neither a table nor RoPE)", "learned_absolute|rope|none", "train"},
     {"--no-position-embedding", T::flag, "", "no learned position table: what --position-embedding-type rope does anyway (without rope: refused)", "", "train"},
     {"--rotary-base", T::real, "10000", "RoPE base (generate, serve: replaces the checkpoint's)", "", "train,generate,serve"},
     {"--rotary-percent", T::real, "1.0", "fraction of each query and key head RoPE rotates: the first int(head dim x this) elements, the rest pass through unrotated", "", "train"},
@@ -67,7 +67,7 @@ const std::vector<OptionSpec> kTable = {
     {"--moe-expert-capacity-factor", T::real, "", "each expert takes at most this factor times its even share of tokens; the rest are dropped (unset: dropless)", "", "train"},
     {"--moe-pad-expert-input-to-capacity", T::flag, "", "pad every expert's tokens to its capacity (needs --moe-expert-capacity-factor)", "", "train"},
     {"--moe-token-drop-policy", T::choice, "probs", "which tokens an expert over capacity keeps: the highest weights or the earliest positions", "probs|position", "train"},
-    {"--moe-token-dispatcher-type", T::choice, "allgather", "how tokens reach the experts' ranks", "allgather|alltoall", "train"},
+    {"--moe-token-dispatcher-type", T::choice, "allgather", "how tokens reach the experts' ranks (flex: Megatron's alltoall through DeepEP/HybridEP kernels, run as alltoall)", "allgather|alltoall|flex", "train"},
     {"--moe-grouped-gemm", T::flag, "", "run all local experts in one grouped kernel instead of one GEMM sequence per expert", "", "train"},
     {"--expert-model-parallel-size", T::integer, "1", "ranks the experts are split over", "", "train"},
     {"--expert-tensor-parallel-size", T::integer, "", "ranks each expert is split over (default --tensor-model-parallel-size)", "", "train"},
@@ -94,8 +94,7 @@ const std::vector<OptionSpec> kTable = {
     {"--test-data-path", T::list, "", "the test split's own prefixes", "", "train"},
     {"--data-cache-path", T::text, "", "directory for the dataset index cache (default: PREFIX/cache/GPTDataset_indices, as Megatron)", "", "train"},
     {"--tokenizer-type", T::choice, "", "tokenizer (default: GPT2BPETokenizer when --vocab-file and --merge-file are given, as Megatron's scripts expect; else NullTokenizer with --vocab-size)",
-     "BertWordPieceLowerCase|BertWordPieceCase|GPT2BPETokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|"
-     "HuggingFaceTokenizer|Llama2Tokenizer|TikTokenizer|MultimodalTokenizer|NullTokenizer|NullMultimodalTokenizer|SFTTokenizer",
+     "GPT2BPETokenizer|SentencePieceTokenizer|GPTSentencePieceTokenizer|Llama2Tokenizer|NullTokenizer",
      "train,preprocess,generate,serve"},
     {"--vocab-file", T::text, "", "GPT2BPETokenizer: vocab.json / encoder.json", "", "train,preprocess,generate,serve"},
     {"--merge-file", T::text, "", "GPT2BPETokenizer: merges.txt / vocab.bpe", "", "train,preprocess,generate,serve"},
@@ -285,8 +284,11 @@ void check_value(const OptionSpec& o, const std::string& v) {
       if (choices.find(wanted) != std::string::npos) break;
       const MegatronArgument* m = find_megatron_argument(o.name);
       std::string megatron_choices = m ? std::string("|") + m->choices + "|" : "";
-      if (megatron_choices.find(wanted) != std::string::npos)
-        MT_FAIL() << o.name << " " << v << " is not implemented in megatron.cpp (implemented: " << o.choices << ")";
+      if (megatron_choices.find(wanted) != std::string::npos) {
+        const MegatronFlagStatus* s = megatron_value_status(o.name, v);
+        MT_FAIL() << o.name << " " << v << " is not implemented in megatron.cpp (implemented: " << o.choices
+                  << "): " << (s ? s->why : "this Megatron-LM feature") << (s && s->planned ? " (planned)" : "");
+      }
       MT_FAIL() << o.name << " must be one of " << o.choices << ", got '" << v << "'";
       break;
     }

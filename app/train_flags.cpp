@@ -18,6 +18,7 @@ MoeConfig moe_config(const Options& o) {
   if (!o.has("--num-experts")) {
     for (const OptionSpec& spec : option_table()) {
       const std::string name = spec.name;
+      if (name == "--expert-tensor-parallel-size") continue;  // Megatron accepts it on a dense model (a note says so)
       MT_CHECK(!(o.given(name) && (name.rfind("--moe-", 0) == 0 || name.rfind("--expert-", 0) == 0)))
           << name << " applies to mixture-of-experts models: pass --num-experts";
     }
@@ -33,7 +34,8 @@ MoeConfig moe_config(const Options& o) {
   r.topk = o.integer("--moe-router-topk");
   r.score_function = o.text("--moe-router-score-function") == "sigmoid" ? MoeScoreFunction::sigmoid
                                                                          : MoeScoreFunction::softmax;
-  r.pre_softmax = o.flag("--moe-router-pre-softmax");
+  // Megatron applies the pre-softmax to softmax scores only; with sigmoid it changes nothing (a note says so).
+  r.pre_softmax = o.flag("--moe-router-pre-softmax") && r.score_function == MoeScoreFunction::softmax;
   if (o.has("--moe-router-topk-scaling-factor")) {
     r.scaling_factor = static_cast<float>(o.real("--moe-router-topk-scaling-factor"));
     MT_CHECK(r.scaling_factor > 0) << "--moe-router-topk-scaling-factor must be positive";
@@ -61,7 +63,8 @@ MoeConfig moe_config(const Options& o) {
   MT_CHECK(!o.given("--moe-token-drop-policy") || m.capacity.capacity_factor)
       << "--moe-token-drop-policy needs --moe-expert-capacity-factor (without it nothing is dropped)";
   m.capacity.drop_policy = o.text("--moe-token-drop-policy") == "position" ? MoeDropPolicy::position : MoeDropPolicy::probs;
-  m.dispatcher = o.text("--moe-token-dispatcher-type") == "alltoall" ? MoeDispatcher::alltoall : MoeDispatcher::allgather;
+  // flex is Megatron's alltoall exchange through DeepEP/HybridEP kernels: the same tokens reach the same experts.
+  m.dispatcher = o.text("--moe-token-dispatcher-type") == "allgather" ? MoeDispatcher::allgather : MoeDispatcher::alltoall;
   m.experts_impl = o.flag("--moe-grouped-gemm") ? MoeExpertsImpl::grouped : MoeExpertsImpl::sequential;
   m.expert_model_parallel_size = o.integer("--expert-model-parallel-size");
   if (o.has("--expert-tensor-parallel-size")) m.expert_tensor_parallel_size = o.integer("--expert-tensor-parallel-size");
@@ -69,6 +72,24 @@ MoeConfig moe_config(const Options& o) {
 }
 
 }  // namespace
+
+std::vector<std::string> inert_flag_notes(const Options& o) {
+  std::vector<std::string> notes;
+  const auto given_as = [&o](const char* name, const char* value) { return o.given(name) && o.text(name) == value; };
+  if (o.flag("--moe-router-pre-softmax") && given_as("--moe-router-score-function", "sigmoid"))
+    notes.push_back("--moe-router-pre-softmax has no effect with --moe-router-score-function sigmoid (as in Megatron)");
+  if (o.given("--expert-tensor-parallel-size") && !o.has("--num-experts"))
+    notes.push_back("--expert-tensor-parallel-size has no effect on a model without experts (as in Megatron)");
+  if (given_as("--moe-token-dispatcher-type", "flex"))
+    notes.push_back("--moe-token-dispatcher-type flex runs as alltoall: the same exchange, without DeepEP/HybridEP kernels");
+  const ModelConfig c = model_config(o);
+  if ((given_as("--attention-backend", "unfused") || given_as("--attention-backend", "local")) &&
+      c.attention_impl == AttentionImpl::flash)
+    notes.push_back("--attention-backend " + o.text("--attention-backend") +
+                    " under selective recomputation of core_attn: the attention core is recomputed in the backward "
+                    "pass, as the flash path does (no probabilities are kept)");
+  return notes;
+}
 
 ModelConfig model_config(const Options& o) {
   ModelConfig c;
@@ -87,13 +108,14 @@ ModelConfig model_config(const Options& o) {
   if (o.has("--max-position-embeddings")) c.max_position_embeddings = o.integer("--max-position-embeddings");
   // --use-rotary-position-embeddings is Megatron's old spelling of rope (validate_args sets it, whatever
   // --position-embedding-type says).
-  c.position_embedding_type = o.text("--position-embedding-type") == "rope" || o.flag("--use-rotary-position-embeddings")
-                                  ? PositionEmbedding::rope
-                                  : PositionEmbedding::learned_absolute;
-  // Megatron's Llama scripts pass --no-position-embedding beside rope, where it changes nothing.
-  if (o.flag("--no-position-embedding") && c.position_embedding_type != PositionEmbedding::rope)
-    MT_FAIL() << "--no-position-embedding without --position-embedding-type rope is not implemented in megatron.cpp: "
-              << "a model without position embeddings (NoPE)";
+  const std::string positions = o.text("--position-embedding-type");
+  c.position_embedding_type = positions == "rope" || o.flag("--use-rotary-position-embeddings") ? PositionEmbedding::rope
+                              : positions == "none"                                           ? PositionEmbedding::none
+                                                                                              : PositionEmbedding::learned_absolute;
+  // Megatron's Llama scripts pass --no-position-embedding beside rope, where it changes nothing; elsewhere
+  // Megatron refuses it too.
+  MT_CHECK(!o.flag("--no-position-embedding") || c.position_embedding_type == PositionEmbedding::rope)
+      << "--no-position-embedding is deprecated without rope (as in Megatron): pass --position-embedding-type none";
   c.rotary_base = o.real("--rotary-base");
   c.rotary_percent = o.real("--rotary-percent");
   c.rotary_interleaved = o.flag("--rotary-interleaved");
@@ -154,6 +176,10 @@ ModelConfig model_config(const Options& o) {
       if (module == "mlp") c.recompute_mlp = true;
     }
   }
+  // Megatron recomputes the unfused attention core in the backward pass when selective recomputation
+  // names core_attn: what the flash path does, keeping no probabilities (a note says so).
+  if (c.recompute_granularity == RecomputeGranularity::selective && c.recompute_core_attn)
+    c.attention_impl = AttentionImpl::flash;
   c.recompute_num_layers = o.integer("--recompute-num-layers");
   c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
   c.sequence_parallel = o.flag("--sequence-parallel");

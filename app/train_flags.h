@@ -2,6 +2,9 @@
 // train` runs and `megatron plan` reads without running.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "app/options.h"
 #include "model/config.h"
 #include "train/train_config.h"
@@ -13,5 +16,8 @@ namespace mt {
 ModelConfig model_config(const Options& o);
 // The training flags (batch, schedule, pipeline, data parallelism, checkpoints, optimizer).
 TrainConfig train_config(const Options& o);
+// Flags given that change nothing in the combination given, as in Megatron (or, for kernel choices,
+// run the same computation another way): one line each, for the log's first lines.
+std::vector<std::string> inert_flag_notes(const Options& o);
 
 }  // namespace mt

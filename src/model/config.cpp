@@ -53,7 +53,7 @@ void ModelConfig::finalize() {
   if (position_embedding_type == PositionEmbedding::learned_absolute) {
     MT_CHECK(seq_length <= max_position_embeddings)
         << "--seq-length " << seq_length << " exceeds --max-position-embeddings " << max_position_embeddings;
-  } else {
+  } else if (position_embedding_type == PositionEmbedding::rope) {
     const int64_t r = rotary_dim();
     MT_CHECK(r >= 1) << "--rotary-percent " << rotary_percent << " of head dimension " << kv_channels
                      << " rotates no element (int(" << kv_channels << " x " << rotary_percent << ") = 0)";
@@ -233,6 +233,15 @@ const char* activation_name(Activation a) {
   return "?";
 }
 
+const char* position_embedding_name(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::learned_absolute: return "learned positions";
+    case PositionEmbedding::rope: return "RoPE";
+    case PositionEmbedding::none: return "no position embedding";
+  }
+  return "?";
+}
+
 ModelConfig ModelConfig::tp_local() const {
   ModelConfig c = *this;
   c.num_attention_heads /= tensor_model_parallel_size;
@@ -255,7 +264,7 @@ std::string ModelConfig::summary() const {
     << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm")
     << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << ", "
     << activation_name(activation)
-    << ", " << (position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions");
+    << ", " << position_embedding_name(position_embedding_type);
   if (position_embedding_type == PositionEmbedding::rope && rotary_percent < 1.0)
     s << " on " << rotary_dim() << " of " << kv_channels << " head dims (--rotary-percent " << rotary_percent << ")";
   if (position_embedding_type == PositionEmbedding::rope && rotary_interleaved) s << " interleaved";

@@ -13,7 +13,8 @@
 
 namespace mt {
 
-enum class PositionEmbedding { learned_absolute, rope };
+// none: neither a position table nor RoPE (NoPE; Mamba hybrids). Checkpoints record the value: append only.
+enum class PositionEmbedding { learned_absolute, rope, none };
 enum class Normalization { layernorm, rmsnorm };
 // gelu: exact erf form (Megatron's default F.gelu); gelu_tanh: --openai-gelu (GPT-2's form);
 // swiglu: --swiglu; squared_relu: --squared-relu.  Checkpoints record the value: append only.
@@ -22,6 +23,8 @@ enum class Activation { gelu, gelu_tanh, swiglu, squared_relu };
 PointwiseActivation pointwise_activation(Activation a);
 // "GeLU", "GeLU (tanh)", "SwiGLU", "squared ReLU": for logs and messages.
 const char* activation_name(Activation a);
+// "learned positions", "RoPE", "no position embedding": for logs and messages.
+const char* position_embedding_name(PositionEmbedding p);
 // flash: online softmax, keeps no [s, s] tensor; unfused: Megatron's local attention that stores
 // the probabilities (--attention-backend flash | unfused).
 enum class AttentionImpl { flash, unfused };

@@ -32,8 +32,8 @@ double decimal(float x) {
 
 std::string describe(const ModelConfig& c) {
   const char* norm = c.normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm";
-  const char* positions = c.position_embedding_type == PositionEmbedding::rope ? "RoPE" : "learned positions";
-  return std::string(norm) + ", " + positions + " and " + activation_name(c.activation);
+  return std::string(norm) + ", " + position_embedding_name(c.position_embedding_type) + " and " +
+         activation_name(c.activation);
 }
 
 // The value of `key`, or `fallback` when config.json lacks it or holds null.

@@ -9,6 +9,7 @@
 #include "app/megatron_flags.h"
 #include "app/options.h"
 #include "app/tokenizer_flags.h"
+#include "app/train_flags.h"
 #include "base/error.h"
 #include "testing.h"
 
@@ -75,6 +76,57 @@ TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
             std::string::npos);
   // Megatron's choices are still checked.
   EXPECT_NE(error_of({"--transformer-impl", "cudnn"}).find("must be one of"), std::string::npos);
+}
+
+// A Megatron choice value the option table lacks is refused naming its feature, planned or not.
+TEST(MegatronFlags, EveryMegatronChoiceValueIsImplementedOrClassified) {
+  const auto has = [](const std::string& choices, const std::string& v) {
+    return ("|" + choices + "|").find("|" + v + "|") != std::string::npos;
+  };
+  for (const OptionSpec& o : option_table()) {
+    const MegatronArgument* m = find_megatron_argument(o.name);
+    if (o.type != OptionType::choice || !m || !*m->choices) continue;
+    std::stringstream values(m->choices);
+    for (std::string v; std::getline(values, v, '|');)
+      EXPECT_TRUE(has(o.choices, v) || megatron_value_status(o.name, v)) << o.name << " " << v << " is unclassified";
+  }
+  for (const auto& [name, value] : megatron_value_rules()) {
+    const MegatronArgument* m = find_megatron_argument(name);
+    ASSERT_NE(m, nullptr) << name;
+    EXPECT_TRUE(has(m->choices, value)) << name << " " << value << " is not Megatron's";
+    EXPECT_NE(error_of({name, value}), "") << name << " " << value << " is implemented: drop its rule";
+  }
+  EXPECT_NE(error_of({"--tokenizer-type", "TikTokenizer"}).find("is not implemented in megatron.cpp (implemented: "),
+            std::string::npos);
+  EXPECT_NE(error_of({"--tokenizer-type", "TikTokenizer"}).find(": TikTokenizer (planned)"), std::string::npos);
+  EXPECT_NE(error_of({"--position-embedding-type", "mrope"}).find(": multimodal RoPE"), std::string::npos);
+  // Megatron's rope type for ordinary attention is what megatron.cpp does; YaRN is planned.
+  EXPECT_EQ(error_of({"--rope-type", "rope"}), "");
+  EXPECT_NE(error_of({"--rope-type", "yarn"}).find("(planned)"), std::string::npos);
+}
+
+// Flags Megatron accepts in combinations where they change nothing are accepted, each with a note.
+TEST(MegatronFlags, InertCombinationsAreAcceptedWithANote) {
+  const auto notes_of = [](const std::vector<std::string>& args) { return inert_flag_notes(parse_options("train", args)); };
+  const std::vector<std::string> moe = {"--num-experts", "4", "--moe-router-topk", "2"};
+  std::vector<std::string> sigmoid = moe;
+  sigmoid.insert(sigmoid.end(), {"--moe-router-score-function", "sigmoid", "--moe-router-pre-softmax"});
+  EXPECT_FALSE(model_config(parse_options("train", sigmoid)).moe.router.pre_softmax);
+  ASSERT_EQ(notes_of(sigmoid).size(), 1u);
+  EXPECT_NE(notes_of(sigmoid)[0].find("--moe-router-pre-softmax has no effect"), std::string::npos);
+  EXPECT_EQ(model_config(parse_options("train", {"--expert-tensor-parallel-size", "2"})).moe.num_experts, 0);
+  EXPECT_EQ(notes_of({"--expert-tensor-parallel-size", "2"}).size(), 1u);
+  EXPECT_THROW(model_config(parse_options("train", {"--expert-model-parallel-size", "2"})), Error);
+  std::vector<std::string> flex = moe;
+  flex.insert(flex.end(), {"--moe-token-dispatcher-type", "flex"});
+  EXPECT_EQ(model_config(parse_options("train", flex)).moe.dispatcher, MoeDispatcher::alltoall);
+  EXPECT_EQ(notes_of(flex).size(), 1u);
+  const std::vector<std::string> unfused = {"--attention-backend", "unfused", "--recompute-activations"};
+  EXPECT_EQ(model_config(parse_options("train", unfused)).attention_impl, AttentionImpl::flash);
+  EXPECT_EQ(notes_of(unfused).size(), 1u);
+  EXPECT_EQ(model_config(parse_options("train", {"--attention-backend", "unfused"})).attention_impl,
+            AttentionImpl::unfused);
+  EXPECT_TRUE(notes_of({"--attention-backend", "unfused"}).empty());
 }
 
 // The SC21 paper's scripts under Megatron-LM's examples/ still pass flags its parser dropped.

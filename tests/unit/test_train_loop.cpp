@@ -360,6 +360,20 @@ TEST(TrainLoop, ZeroCenteredNormsTrainAsThePlainModel) {
   }
 }
 
+// --position-embedding-type none: no position table and no RoPE, so the first step is the learned-
+// position model's whose table is zero, bit for bit, with that table's elements fewer.
+TEST(TrainLoop, NoPositionEmbeddingIsTheModelWithAZeroTable) {
+  const ModelConfig learned = tiny_model();
+  ModelConfig none = learned;
+  none.position_embedding_type = PositionEmbedding::none;
+  Trainer a(learned, tiny_train(2, 2, 4)), b(none, tiny_train(2, 2, 4));
+  const TensorView table = a.model().params().get("embedding.position_embeddings.weight").value;
+  std::fill(table.f32(), table.f32() + table.numel(), 0.0f);
+  EXPECT_EQ(a.model().params().numel() - b.model().params().numel(), table.numel());
+  EXPECT_EQ(a.train_step().loss, b.train_step().loss);
+  EXPECT_NE(b.model().config().summary().find("no position embedding"), std::string::npos);
+}
+
 // --decoupled-lr: the word embedding (tied: also the output layer) steps at its own rate on the
 // same schedule; every other parameter at --lr. After one step each is bit for bit what a run at
 // that rate alone gives (the first step's gradients do not depend on the rates).

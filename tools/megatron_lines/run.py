@@ -136,6 +136,13 @@ class Scaled:
             dp = 2  # launch size unknown: assume some data parallelism
         self.tp, self.pp, self.cp, self.ep = min(tp, 2), min(pp, 2), min(cp, 2), min(ep, 2)
         self.etp = min(etp, 2) if etp is not None else self.tp
+        if "--use-tp-pp-dp-mapping" in self.last and self.pp > 1:
+            # Megatron: with pp before dp the expert layers share the dense layers' dp, so etp x ep must
+            # stay tp x cp (the line's own sizes satisfy it; capping each at 2 may not).
+            while self.etp * self.ep > self.tp * self.cp and self.etp > 1:
+                self.etp //= 2
+            while self.etp * self.ep > self.tp * self.cp and self.ep > 1:
+                self.ep //= 2
         ok = lambda d: (self.tp * self.cp * d) % (self.etp * self.ep) == 0  # noqa: E731
         size = lambda d: self.tp * self.pp * self.cp * d  # noqa: E731
         candidates = list(dict.fromkeys([min(dp, 2), 1, 2]))
