@@ -105,7 +105,10 @@ inline void expect_close(const float* actual, const double* expected, int64_t n,
   int64_t at = -1;
   for (int64_t i = 0; i < n; ++i) {
     const double diff = std::fabs(static_cast<double>(actual[i]) - expected[i]);
-    const double ratio = diff / (atol + rtol * std::fabs(expected[i]));
+    // Equal values pass whatever the tolerance (atol = rtol = 0 asks for equality: no 0/0, and
+    // inf = inf), and so does NaN where the reference is NaN.
+    const bool same = static_cast<double>(actual[i]) == expected[i] || (std::isnan(actual[i]) && std::isnan(expected[i]));
+    const double ratio = same ? 0.0 : diff / (atol + rtol * std::fabs(expected[i]));
     if (!(ratio <= worst)) {  // also catches NaN
       worst = std::isnan(ratio) ? INFINITY : ratio;
       worst_abs = diff;

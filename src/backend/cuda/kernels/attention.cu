@@ -530,21 +530,18 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
 __global__ void attention_probs_fwd_kernel(float* out, float* probs, uint8_t* mask, const float* q, const float* k,
                                            const float* v, const int32_t* key_start, float scale,
                                            AttentionDropout drop, AttentionShape sh) {
-  extern __shared__ float sq[];  // [d] the query row
   const int64_t rows = sh.b * sh.n * sh.s, d = sh.d, s = sh.s;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t jh = row / s, i = row % s, j = jh / sh.n, h = jh % sh.n, gi = h / (sh.n / sh.g);
     const float* kp = k + (j * sh.g + gi) * s * d;
     const float* vp = v + (j * sh.g + gi) * s * d;
     float* prow = probs + row * s;
+    const float* qrow = q + row * d;  // read by every thread: the cache serves it
     const int64_t lo = key_start_of(key_start, j, i, s);
-    __syncthreads();  // the previous row's readers of sq are done
-    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) sq[c] = q[row * d + c];
-    __syncthreads();
     float mx = -INFINITY;
     for (int64_t t = threadIdx.x; t < s; t += blockDim.x) {
       const bool live = t >= lo && t <= i;
-      const float x = live ? scale * dot(sq, kp + t * d, d) : 0.0f;
+      const float x = live ? scale * dot(qrow, kp + t * d, d) : 0.0f;
       prow[t] = x;
       if (live) mx = fmaxf(mx, x);
     }
@@ -610,10 +607,8 @@ void attention_bwd(float* dq, float* dk, float* dv, const float* dout, const flo
 void attention_probs_fwd(float* out, float* probs, uint8_t* mask, const float* q, const float* k, const float* v,
                          const int32_t* key_start, float scale, AttentionDropout drop, AttentionShape sh,
                          cudaStream_t st) {
-  const size_t bytes = sh.d * sizeof(float);
-  allow_smem(attention_probs_fwd_kernel, bytes);
-  attention_probs_fwd_kernel<<<row_blocks(sh.b * sh.n * sh.s), kThreads, bytes, st>>>(out, probs, mask, q, k, v,
-                                                                                      key_start, scale, drop, sh);
+  attention_probs_fwd_kernel<<<row_blocks(sh.b * sh.n * sh.s), kThreads, 0, st>>>(out, probs, mask, q, k, v,
+                                                                                  key_start, scale, drop, sh);
 }
 
 void attention_probs_bwd(float* dq, float* dk, float* dv, const float* dout, const float* probs, const uint8_t* mask,
