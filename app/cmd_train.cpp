@@ -19,6 +19,7 @@
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
+#include "ops/op_profile.h"
 #include "train/checkpoint_args.h"
 #include "train/trainer.h"
 
@@ -161,6 +162,7 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   print(device.summary);
   if (const std::string notes = options.megatron_notes_line(); !notes.empty()) print(notes);
   for (const std::string& note : inert_flag_notes(options)) print("note: " + note);
+  set_op_profiling(options.flag("--profile-ops"));
   const RunContext context{device.world, device.backend};
   std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)
                                         : std::make_unique<Trainer>(model, train, context);

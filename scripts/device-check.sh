@@ -13,7 +13,7 @@
 #                                       into OUT/logs.tar.gz. Every stage's timeout is cut to fit the
 #                                       whole run into DEVICE_CHECK_BUDGET seconds (default 540);
 #                                       DEVICE_CHECK_STAGES picks stages (default: all of "ops memcheck
-#                                       curves resume bench pytorch")
+#                                       curves resume bench profile pytorch")
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -50,7 +50,7 @@ limit() { local left=$((deadline - $(date +%s) - 5)); ((left < 1)) && left=1; ec
 pack_logs() { (cd "$out" && tar czf logs.tar.gz --exclude results.txt --exclude logs.tar.gz . 2>/dev/null &&
                find . -maxdepth 1 -type f ! -name results.txt ! -name logs.tar.gz -delete); }
 trap pack_logs EXIT
-stages=" ${DEVICE_CHECK_STAGES:-ops memcheck curves resume bench pytorch} "
+stages=" ${DEVICE_CHECK_STAGES:-ops memcheck curves resume bench profile pytorch} "
 want() { [[ "$stages" == *" $1 "* ]]; }
 say "device-check $(git rev-parse --short HEAD 2>/dev/null) at $(date -u +%FT%TZ)"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$results"
@@ -151,4 +151,13 @@ bench() {  # name layers hidden heads micro_batch
 }
 bench gpt-350m 24 1024 16 4
 bench gpt-1.3b 24 2048 16 2
+
+# 6. Where GPT 350M's steps go, op by op (--profile-ops: each op waits for the GPU; the first step left out).
+if want profile; then
+  run_bin timeout "$(limit 60)" "$megatron" train --num-layers 24 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 \
+    --micro-batch-size 4 --mock-data --vocab-size 50257 --train-iters 4 --eval-iters 0 --lr 1e-4 --log-interval 1 --bf16 \
+    --hidden-dropout 0 --attention-dropout 0 --device cuda --profile-ops > "$out/profile_gpt-350m.log" 2>&1
+  say "op profile of gpt-350m (exit $?), the ten largest and the rest:"
+  sed -n '/^op profile/,$p' "$out/profile_gpt-350m.log" | sed -n '2,12p;/(outside ops)/p' | tee -a "$results"
+fi
 say "device-check: done in $(( $(date +%s) - started )) s"

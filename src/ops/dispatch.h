@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "backend/guard.h"
 #include "base/error.h"
+#include "ops/op_profile.h"
 #include "tensor/tensor.h"
 #if MT_HAVE_CUDA
 #include "backend/cuda/ops.h"
@@ -43,16 +44,17 @@ inline const int32_t* host_i32(const TensorView& t, std::vector<int32_t>& storag
 #endif
 
 // Returns `call` from the backend owning `device`: cpu::call, cuda::call (same name and
-// arguments), or cpu::call inside a GuardWindow for the guard device.
-#define MT_ROUTE(device, op, call)       \
-  switch (device) {                      \
-    case ::mt::Device::cpu:              \
-      return cpu::call;                  \
-    case ::mt::Device::guard: {          \
-      const ::mt::GuardWindow open;      \
-      return cpu::call;                  \
-    }                                    \
-    case ::mt::Device::cuda:             \
-      MT_ROUTE_CUDA(op, call);           \
-  }                                      \
+// arguments), or cpu::call inside a GuardWindow for the guard device; timed under --profile-ops.
+#define MT_ROUTE(device, op, call)          \
+  const ::mt::OpTimer op_timer{op, device}; \
+  switch (device) {                         \
+    case ::mt::Device::cpu:                 \
+      return cpu::call;                     \
+    case ::mt::Device::guard: {             \
+      const ::mt::GuardWindow open;         \
+      return cpu::call;                     \
+    }                                       \
+    case ::mt::Device::cuda:                \
+      MT_ROUTE_CUDA(op, call);              \
+  }                                         \
   no_kernel(op)

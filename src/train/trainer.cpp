@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "ckpt/shard_file.h"
+#include "ops/op_profile.h"
 #include "optim/grad_sync.h"
 #include "pipeline/executor.h"
 #include "pipeline/simulate.h"
@@ -499,8 +500,9 @@ TrainResult Trainer::run(const LogFn& log) {
       save_logged(log);
       interval_eval_ms += ms_since(save_start);
     }
-    const bool first = iteration_ == 0;
+    const bool first = iteration_ == 0, first_of_run = result.iterations.empty();
     const IterationStats st = train_step();
+    if (first_of_run && op_profiling()) reset_op_profile();  // without the warm-up (allocation, GEMM heuristics)
     result.iterations.push_back(st);
     interval.add(st);
     // Megatron prints after the first iteration too (to show start-up cost) but without
@@ -567,6 +569,11 @@ TrainResult Trainer::run(const LogFn& log) {
     }
   }
   log(format_datetime_line("after training is done"));
+  if (op_profiling()) {
+    std::string report = op_profile_report();
+    report.pop_back();  // log ends the line
+    log(report);
+  }
   // pretrain(): the final state, unless the last interval just saved it.
   if (!save.empty() && iteration_ > 0 && (interval_save == 0 || iteration_ % interval_save != 0)) save_logged(log);
   for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // every parameter whole, as the caller may read them
