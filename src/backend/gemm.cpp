@@ -31,6 +31,18 @@ GemmDesc linear_dweight_gemm(int64_t rows, int64_t in, int64_t out) {
   return d;
 }
 
+namespace {
+GemmInputs current_inputs = GemmInputs::f32;
+}  // namespace
+
+GemmInputs gemm_inputs() { return current_inputs; }
+
+GemmInputsScope::GemmInputsScope(DType activations) : previous_(current_inputs) {
+  current_inputs = activations == DType::bf16 ? GemmInputs::bf16 : activations == DType::f16 ? GemmInputs::f16 : GemmInputs::f32;
+}
+
+GemmInputsScope::~GemmInputsScope() { current_inputs = previous_; }
+
 void gemm_reference(const GemmDesc& d, const float* a, const float* b, const float* bias, float* c) {
   // Element (i, j) of a column-major matrix with leading dimension ld sits at i + j·ld.
   auto at = [](const float* x, int64_t ld, bool trans, int64_t i, int64_t j) {

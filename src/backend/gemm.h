@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace mt {
 
 // Which tensor of the linear op plays a GEMM operand.
@@ -30,6 +32,26 @@ GemmDesc linear_fwd_gemm(int64_t rows, int64_t in, int64_t out, bool bias);
 GemmDesc linear_dinp_gemm(int64_t rows, int64_t in, int64_t out);
 // dweight[O, I] += dout[N, O]ᵀ · inp[N, I]
 GemmDesc linear_dweight_gemm(int64_t rows, int64_t in, int64_t out);
+
+// What the GEMMs' f32 operands hold while a model runs: any f32 values, or values of one 16-bit type
+// (--bf16 / --fp16 round activations and weights to it). The CUDA backend then multiplies on that
+// type's tensor cores with f32 accumulation, reading any operand that is not such a value as one (as
+// Megatron's 16-bit GEMMs do); the CPU's sgemm multiplies the f32 values either way.
+enum class GemmInputs { f32, bf16, f16 };
+GemmInputs gemm_inputs();
+
+// Sets gemm_inputs() from a model's activation dtype for a scope (its forward and backward),
+// restoring the previous value at its end.
+class GemmInputsScope {
+ public:
+  explicit GemmInputsScope(DType activations);
+  ~GemmInputsScope();
+  GemmInputsScope(const GemmInputsScope&) = delete;
+  GemmInputsScope& operator=(const GemmInputsScope&) = delete;
+
+ private:
+  GemmInputs previous_;
+};
 
 // Executes d on the host in double, with the operands named by d.a and d.b: the tests' reference.
 void gemm_reference(const GemmDesc& d, const float* a, const float* b, const float* bias, float* c);

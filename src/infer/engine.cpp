@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/gemm.h"
 #include "base/error.h"
 #include "model/blocks/embedding.h"
 #include "model/blocks/norm_act.h"
@@ -118,6 +119,7 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
 InferenceEngine::~InferenceEngine() = default;
 
 TensorView InferenceEngine::step(const std::vector<SequenceChunk>& chunks) {
+  const GemmInputsScope gemm_inputs(options_.activation_dtype);
   MT_CHECK(!chunks.empty()) << "an inference step needs at least one sequence";
   int64_t T = 0, R = 0;
   for (const SequenceChunk& c : chunks) {

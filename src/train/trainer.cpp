@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "backend/backend.h"
+#include "backend/gemm.h"
 #include "ckpt/shard_file.h"
 #include "ops/op_profile.h"
 #include "optim/grad_sync.h"
@@ -265,6 +266,7 @@ void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineC
   run.message = chunks_.front()->hidden_shape();
   run.activation_dtype = activation_dtype;
   run.receive_buffers = receive_buffers_;
+  const GemmInputsScope gemm_inputs(activation_dtype);
   execute_pipeline(schedule.ranks[static_cast<size_t>(pp_rank_)], run);
 }
 

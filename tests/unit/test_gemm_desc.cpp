@@ -41,5 +41,22 @@ TEST(GemmDesc, LinearProductsEqualTheCpuOp) {
   }
 }
 
+// A model's activation dtype says what its GEMMs' operands hold for as long as its scope runs.
+TEST(GemmDesc, InputsFollowTheActivationDtypeForAScope) {
+  EXPECT_EQ(gemm_inputs(), GemmInputs::f32);
+  {
+    const GemmInputsScope bf16(DType::bf16);
+    EXPECT_EQ(gemm_inputs(), GemmInputs::bf16);
+    {
+      const GemmInputsScope f16(DType::f16);
+      EXPECT_EQ(gemm_inputs(), GemmInputs::f16);
+    }
+    EXPECT_EQ(gemm_inputs(), GemmInputs::bf16);
+    const GemmInputsScope f32(DType::f32);
+    EXPECT_EQ(gemm_inputs(), GemmInputs::f32);
+  }
+  EXPECT_EQ(gemm_inputs(), GemmInputs::f32);
+}
+
 }  // namespace
 }  // namespace mt::test

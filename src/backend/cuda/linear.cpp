@@ -1,6 +1,8 @@
 // CUDA entry points of ops/linear.h: the GEMM descriptors of backend/gemm.h run through cuBLASLt
-// in plain fp32 (CUBLAS_COMPUTE_32F: the same products as the CPU's sgemm, up to summation order),
-// the forward's bias as cuBLASLt's epilogue, the bias gradient as a column-sum kernel.
+// with f32 matrices: in plain fp32 (CUBLAS_COMPUTE_32F: the same products as the CPU's sgemm, up to
+// summation order), or, while gemm_inputs() says the operands are 16-bit values (--bf16, --fp16), on
+// that type's tensor cores (CUBLAS_COMPUTE_32F_FAST_16BF / _16F, f32 accumulation). The forward's
+// bias is cuBLASLt's epilogue, the bias gradient a column-sum kernel.
 #include <cublasLt.h>
 
 #include <cstdint>
@@ -44,7 +46,7 @@ Lt& lt() {
 // cuBLASLt descriptors, destroyed with their scope (also when a check throws).
 struct MatmulDesc {
   cublasLtMatmulDesc_t desc = nullptr;
-  MatmulDesc() { MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)); }
+  explicit MatmulDesc(cublasComputeType_t compute) { MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F)); }
   ~MatmulDesc() { cublasLtMatmulDescDestroy(desc); }
   template <typename T>
   void set(cublasLtMatmulDescAttributes_t attribute, const T& value) {
@@ -81,6 +83,15 @@ struct Layout {
   ~Layout() { cublasLtMatrixLayoutDestroy(layout); }
 };
 
+cublasComputeType_t compute_type(GemmInputs inputs) {
+  switch (inputs) {
+    case GemmInputs::bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+    case GemmInputs::f16: return CUBLAS_COMPUTE_32F_FAST_16F;
+    case GemmInputs::f32: break;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
 void run(const GemmDesc& d, const float* a, const float* b, float* c, const float* bias) {
   if (d.m == 0 || d.n == 0) return;
   if (d.k == 0) {  // no products: C = beta·C (+ bias), as the CPU's sgemm leaves it
@@ -92,13 +103,6 @@ void run(const GemmDesc& d, const float* a, const float* b, float* c, const floa
     return;
   }
   Lt& l = lt();
-  MatmulDesc op;
-  op.set(CUBLASLT_MATMUL_DESC_TRANSA, d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
-  op.set(CUBLASLT_MATMUL_DESC_TRANSB, d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
-  if (d.bias) {
-    op.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
-    op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  }
   const Layout la(d.trans_a ? d.k : d.m, d.trans_a ? d.m : d.k, d.lda);
   const Layout lb(d.trans_b ? d.n : d.k, d.trans_b ? d.k : d.n, d.ldb);
   const Layout lc(d.m, d.n, d.ldc);
@@ -108,15 +112,29 @@ void run(const GemmDesc& d, const float* a, const float* b, float* c, const floa
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(b));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment(c));
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment(c));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  MT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(l.handle, op.desc, la.layout, lb.layout, lc.layout, lc.layout,
-                                                 pref.pref, 1, &heuristic, &found));
-  MT_CHECK(found > 0) << "linear: cuBLASLt has no algorithm for [" << d.m << " x " << d.k << "] · [" << d.k << " x "
-                      << d.n << "]";
-  const float alpha = 1.0f, beta = d.beta;
-  MT_CUBLAS_CHECK(cublasLtMatmul(l.handle, op.desc, &alpha, a, la.layout, b, lb.layout, &beta, c, lc.layout, c,
-                                 lc.layout, &heuristic.algo, l.workspace, Lt::kWorkspaceBytes, stream()));
+  // The 16-bit tensor-core path where the operands allow it; plain fp32 where cuBLASLt has no
+  // algorithm for it (a slice aligned to only 4 bytes, say).
+  for (const cublasComputeType_t compute : {compute_type(gemm_inputs()), CUBLAS_COMPUTE_32F}) {
+    MatmulDesc op(compute);
+    op.set(CUBLASLT_MATMUL_DESC_TRANSA, d.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+    op.set(CUBLASLT_MATMUL_DESC_TRANSB, d.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+    if (d.bias) {
+      op.set(CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+      op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    }
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(l.handle, op.desc, la.layout, lb.layout, lc.layout,
+                                                                 lc.layout, pref.pref, 1, &heuristic, &found);
+    if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+      const float alpha = 1.0f, beta = d.beta;
+      MT_CUBLAS_CHECK(cublasLtMatmul(l.handle, op.desc, &alpha, a, la.layout, b, lb.layout, &beta, c, lc.layout, c,
+                                     lc.layout, &heuristic.algo, l.workspace, Lt::kWorkspaceBytes, stream()));
+      return;
+    }
+    if (compute == CUBLAS_COMPUTE_32F) MT_CUBLAS_CHECK(status);
+  }
+  MT_FAIL() << "linear: cuBLASLt has no algorithm for [" << d.m << " x " << d.k << "] · [" << d.k << " x " << d.n << "]";
 }
 
 const float* operand(GemmOperand o, const TensorView& inp, const TensorView& weight, const TensorView& dout) {
