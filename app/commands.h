@@ -29,8 +29,11 @@ int cmd_flags(const std::vector<std::string>& args);
 int cmd_convert(const std::vector<std::string>& args, Communicator* world = nullptr);
 
 // Runs `command_fn` and returns its exit code. An mt::Error (or any exception) is printed as
-// "megatron <command>: error: ..." (prefixed by the rank when the job has several) and ends the
-// process with 1; with several ranks it aborts the whole job, so no rank hangs in a collective.
+// "megatron <command>: error: ..." (once, by rank 0, when every rank fails; with the failing rank
+// when one fails alone) and ends the process with 1; with several ranks it aborts the whole job, so
+// no rank hangs in a collective.
 int run_or_abort(const std::string& command, Communicator* world, const std::function<int()>& command_fn);
+// `megatron --verbose ...`: error messages end with the source location and failed check.
+void show_error_locations(bool on);
 
 }  // namespace mt

@@ -1,6 +1,7 @@
 // megatron: subcommand dispatch. Every mt::Error ends here as one message and exit code 1; in a
 // job started by mpirun or srun the failing rank then aborts the whole job, so no rank is left
 // waiting in a collective.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -24,7 +25,9 @@ const char* kUsage =
     "  convert      checkpoints to and from Hugging Face models, or into another parallel layout\n"
     "  plan         memory and traffic per rank, FLOPs and bubble of a train command line, without running it;\n"
     "               --search: the layouts that fit a memory budget, fastest first\n"
-    "  flags        every flag of Megatron-LM's training parser: implemented, accepted without effect, or not\n";
+    "  flags        every flag of Megatron-LM's training parser: implemented, accepted without effect, or not\n"
+    "\n"
+    "--verbose (with any command): errors also name their source location\n";
 
 // Set by mpirun (Open MPI, MPICH/Hydra) or srun (PMI, PMIx): this process is one rank of a job.
 bool launched_as_mpi_rank() {
@@ -38,6 +41,11 @@ bool launched_as_mpi_rank() {
 int main(int argc, char** argv) {
   mt::retune_openblas_or_continue(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
+  // --verbose, anywhere: errors name their source location (for bug reports).
+  if (const auto v = std::find(args.begin(), args.end(), "--verbose"); v != args.end()) {
+    args.erase(v);
+    mt::show_error_locations(true);
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);
     return args.empty() ? 2 : 0;

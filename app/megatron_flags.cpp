@@ -312,7 +312,8 @@ const std::vector<Rule> kRules = {
     {"--enable-mhc-connections", {missing, "hyper-connections", out_of_scope}},
     {"--mhc-*", {missing, "hyper-connections", out_of_scope}},
     {"--heterogeneous-layers-config-*", {missing, "heterogeneous layers, as Nemotron-NAS", out_of_scope}},
-    {"--spec", {missing, "custom layer specs (Python modules)", out_of_scope}},
+    // Megatron's lines pass it only as the hybrid model's own stack spec (its default).
+    {"--spec", {missing, "layer specs: the hybrid (Mamba-2) stack's, with hybrid models; other Python specs are out of scope", planned}},
     {"--use-mup", {missing, "muP parametrisation", out_of_scope}},
     {"--mup-*", {missing, "muP parametrisation", out_of_scope}},
     {"--init-method-xavier-uniform", {missing, "Xavier-uniform initialisation", out_of_scope}},

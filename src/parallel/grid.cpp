@@ -3,7 +3,9 @@
 #include "parallel/grid.h"
 
 #include <algorithm>
+#include <numeric>
 #include <sstream>
+#include <string>
 
 #include "base/error.h"
 
@@ -145,17 +147,20 @@ ParallelGrid::ParallelGrid(const GridConfig& config)
   MT_CHECK(ep_ >= 1) << "--expert-model-parallel-size is " << ep_ << "; it must be at least 1";
   MT_CHECK(pp_ >= 1) << "--pipeline-model-parallel-size is " << pp_ << "; it must be at least 1";
   MT_CHECK(etp_ >= 1) << "--expert-tensor-parallel-size is " << etp_ << "; it must be at least 1";
-  const int model = tp_ * cp_ * pp_;
+  const int model = tp_ * cp_ * pp_, expert_model = etp_ * ep_ * pp_;
+  // The fewest ranks both layouts fit, for the hint of how to launch them.
+  const int fewest = std::lcm(model, expert_model);
+  const std::string launch = "; start a multiple of " + std::to_string(fewest) + " ranks (mpirun -np " +
+                             std::to_string(fewest) + " ...) or change the degrees";
   MT_CHECK(world_size_ % model == 0)
       << "world size " << world_size_ << " is not divisible by --tensor-model-parallel-size (" << tp_
       << ") x --context-parallel-size (" << cp_ << ") x --pipeline-model-parallel-size (" << pp_
-      << ") = " << model << "; change the degrees or the number of ranks";
+      << ") = " << model << launch;
   dp_ = world_size_ / model;
-  const int expert_model = etp_ * ep_ * pp_;
   MT_CHECK(world_size_ % expert_model == 0)
       << "world size " << world_size_ << " is not divisible by --expert-tensor-parallel-size (" << etp_
       << ") x --expert-model-parallel-size (" << ep_ << ") x --pipeline-model-parallel-size (" << pp_
-      << ") = " << expert_model << "; change the expert degrees or the number of ranks";
+      << ") = " << expert_model << launch;
   expert_dp_ = world_size_ / expert_model;
 
   std::vector<std::string> axes = parse_order(order_);

@@ -66,7 +66,7 @@ Admission admit(GenerationService& service, CompletionRequest request) {
       try {
         p.tokens = service.encode(p.text);
       } catch (const Error& e) {  // text the tokenizer cannot read (NullTokenizer: not ids)
-        throw RequestError(400, field, "prompt " + std::to_string(i) + ": " + client_message(e.what()));
+        throw RequestError(400, field, "prompt " + std::to_string(i) + ": " + e.what());
       }
     } else {
       p.tokens = request.prompt_ids[i];

@@ -18,16 +18,6 @@ json error_json(int status, const std::string& field, const std::string& message
             {"code", status}}}};
 }
 
-std::string client_message(const std::string& what) {
-  std::string m = what;
-  const std::string check = "check failed: ";
-  if (m.rfind(check, 0) == 0 && m.find(": ", check.size()) != std::string::npos)
-    m = m.substr(m.find(": ", check.size()) + 2);
-  const size_t where = m.rfind(" [");
-  if (where != std::string::npos && m.back() == ']') m.resize(where);
-  return m;
-}
-
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop, bool* cut) {
   size_t at = std::string::npos;
   for (const std::string& s : stop)

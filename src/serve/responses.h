@@ -22,10 +22,6 @@ std::string dump_json(const nlohmann::json& j);
 // {"error": {"message", "type", "param", "code"}} (OpenAI's shape, used by every endpoint).
 nlohmann::json error_json(int status, const std::string& field, const std::string& message);
 
-// An mt::Error's message as a client should read it: without the failed condition's source text
-// and the [file:line] that follow it for developers.
-std::string client_message(const std::string& what);
-
 // `text` cut before the first occurrence of any stop string; `cut` says whether one occurred.
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop, bool* cut = nullptr);
 // How much of `text` (an unfinished generation, already cut) a stream may send: not a tail that

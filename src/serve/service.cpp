@@ -93,7 +93,7 @@ std::shared_ptr<Job> GenerationService::submit(std::vector<JobSequence> sequence
     try {
       generator_.validate(s.request);
     } catch (const Error& e) {
-      throw RequestError(400, field, client_message(e.what()));
+      throw RequestError(400, field, e.what());
     }
   }
   auto job = std::make_shared<Job>(std::move(sequences));

@@ -73,14 +73,25 @@ TEST(DType, F16ConversionsAreExact) {
   }
 }
 
+// The message is the user's alone; the location and the failed condition stay apart (--verbose).
 TEST(Error, CheckCarriesMessageAndLocation) {
   try {
     MT_CHECK(1 + 1 == 3) << "arithmetic is broken; fix the universe";
     FAIL() << "MT_CHECK did not throw";
   } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("fix the universe"), std::string::npos);
-    EXPECT_NE(what.find("test_base.cpp:"), std::string::npos);
+    EXPECT_EQ(std::string(e.what()), "arithmetic is broken; fix the universe");
+    EXPECT_NE(e.where().find("test_base.cpp:"), std::string::npos) << e.where();
+    EXPECT_NE(e.where().find("(check: 1 + 1 == 3)"), std::string::npos) << e.where();
+  }
+  try {
+    MT_FAIL() << "no condition";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().find("check:"), std::string::npos) << e.where();
+  }
+  try {
+    MT_CHECK(false);  // no message: still says what failed
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "internal check failed: false");
   }
 }
 

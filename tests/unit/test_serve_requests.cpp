@@ -484,12 +484,6 @@ TEST(ServeText, SettledLengthHoldsBackTrailingReplacementCharacters) {
   EXPECT_EQ(settled_length(fffd, {}), 0u);
 }
 
-TEST(ServeText, ClientMessagesDropTheConditionAndTheSourceLine) {
-  EXPECT_EQ(client_message("check failed: a + b <= c: 3 prompt tokens exceed 2 [generate.cpp:19]"), "3 prompt tokens exceed 2");
-  EXPECT_EQ(client_message("no such token [tokenizer_null.cpp:40]"), "no such token");
-  EXPECT_EQ(client_message("plain"), "plain");
-}
-
 TEST(ServeText, DumpJsonReplacesBadUtf8) {
   const json bad = "a\xff" "b";
   EXPECT_THROW(bad.dump(), json::type_error);  // what dump_json is for

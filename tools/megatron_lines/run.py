@@ -216,8 +216,11 @@ class Scaled:
                              for p in parts)] + old[1:]
 
         def optimizer_instances(old):
+            # Megatron: the instances divide the data-parallel size and the expert-data-parallel size.
             n = _int(old, 1)
-            return [str(n if n <= self.dp and self.dp % n == 0 else 1)]
+            world = self.tp * self.pp * self.cp * self.dp
+            expert_dp = world // (self.etp * self.ep * self.pp)
+            return [str(n if self.dp % n == 0 and expert_dp % n == 0 else 1)]
 
         def hierarchical_cp(old):
             return [str(self.cp)] + ["1"] * (len(old) - 1) if old else old
