@@ -146,8 +146,10 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
     data = real_train_data(options, model, train, *tokenizer, world);
   }
   // The estimate of the time left is for people watching a terminal, never for pipes and CI logs
-  // (mpirun hands its ranks a pseudo-terminal whatever its own output is, so only single-rank).
-  train.show_progress = isatty(STDOUT_FILENO) == 1 && (world == nullptr || world->size() == 1);
+  // (mpirun hands its ranks a pseudo-terminal whatever its own output is, so only single-rank),
+  // unless --log-progress asks for it (under mpirun, say).
+  train.show_progress = options.flag("--log-progress") ||
+                        (isatty(STDOUT_FILENO) == 1 && (world == nullptr || world->size() == 1));
   // Megatron prints from the last rank (print_rank_last): it holds the loss under pipelining.
   const bool logging_rank = world == nullptr || world->rank() == world->size() - 1;
   const auto print = [logging_rank](const std::string& line) {

@@ -38,7 +38,7 @@ OMP_NUM_THREADS=1 mpirun --oversubscribe -np 2 ./build/megatron train \
   --seq-length 128 --micro-batch-size 16 --global-batch-size 16 \
   --data-path "$data/fortunes_text_document" --split 98,1,1 "${tokenizer[@]}" \
   --lr 5e-3 --min-lr 5e-4 --lr-decay-style cosine --lr-warmup-iters 10 \
-  --train-iters 300 --log-interval 25 --eval-interval 150 --eval-iters 4 \
+  --train-iters 300 --log-interval 25 --log-progress --eval-interval 150 --eval-iters 4 \
   --hidden-dropout 0 --attention-dropout 0 --save "$data/checkpoints" "$@"
 # The model just trained continues a prompt (tensor parallel over the same two ranks; the
 # checkpoint carries the model and the tokenizer).
