@@ -163,7 +163,7 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   const RunDevice device = select_device(options, world);
   print(device.summary);
   if (const std::string notes = options.megatron_notes_line(); !notes.empty()) print(notes);
-  for (const std::string& note : inert_flag_notes(options)) print("note: " + note);
+  for (const std::string& note : inert_flag_notes(options, model)) print("note: " + note);
   set_op_profiling(options.flag("--profile-ops"));
   const RunContext context{device.world, device.backend};
   std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)

@@ -73,7 +73,7 @@ MoeConfig moe_config(const Options& o) {
 
 }  // namespace
 
-std::vector<std::string> inert_flag_notes(const Options& o) {
+std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c) {
   std::vector<std::string> notes;
   const auto given_as = [&o](const char* name, const char* value) { return o.given(name) && o.text(name) == value; };
   if (o.flag("--moe-router-pre-softmax") && given_as("--moe-router-score-function", "sigmoid"))
@@ -82,7 +82,6 @@ std::vector<std::string> inert_flag_notes(const Options& o) {
     notes.push_back("--expert-tensor-parallel-size has no effect on a model without experts (as in Megatron)");
   if (given_as("--moe-token-dispatcher-type", "flex"))
     notes.push_back("--moe-token-dispatcher-type flex runs as alltoall: the same exchange, without DeepEP/HybridEP kernels");
-  const ModelConfig c = model_config(o);
   if ((given_as("--attention-backend", "unfused") || given_as("--attention-backend", "local")) &&
       c.attention_impl == AttentionImpl::flash)
     notes.push_back("--attention-backend " + o.text("--attention-backend") +

@@ -17,7 +17,8 @@ ModelConfig model_config(const Options& o);
 // The training flags (batch, schedule, pipeline, data parallelism, checkpoints, optimizer).
 TrainConfig train_config(const Options& o);
 // Flags given that change nothing in the combination given, as in Megatron (or, for kernel choices,
-// run the same computation another way): one line each, for the log's first lines.
-std::vector<std::string> inert_flag_notes(const Options& o);
+// run the same computation another way): one line each, for the log's first lines. `c` is
+// model_config(o).
+std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c);
 
 }  // namespace mt

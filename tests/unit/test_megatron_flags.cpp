@@ -107,7 +107,10 @@ TEST(MegatronFlags, EveryMegatronChoiceValueIsImplementedOrClassified) {
 
 // Flags Megatron accepts in combinations where they change nothing are accepted, each with a note.
 TEST(MegatronFlags, InertCombinationsAreAcceptedWithANote) {
-  const auto notes_of = [](const std::vector<std::string>& args) { return inert_flag_notes(parse_options("train", args)); };
+  const auto notes_of = [](const std::vector<std::string>& args) {
+    const Options o = parse_options("train", args);
+    return inert_flag_notes(o, model_config(o));
+  };
   const std::vector<std::string> moe = {"--num-experts", "4", "--moe-router-topk", "2"};
   std::vector<std::string> sigmoid = moe;
   sigmoid.insert(sigmoid.end(), {"--moe-router-score-function", "sigmoid", "--moe-router-pre-softmax"});
