@@ -3,7 +3,8 @@
 # MT_CUDA=auto|on|off (default auto: the CUDA backend when the toolkit is found); MT_BUILD_TARGET
 # builds that target alone (the quick start: megatron, without the tests and benchmarks).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# The repository this script belongs to, links resolved (the docs test runs it from a directory of links).
+cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."
 # nvcc is often installed off the PATH, under /usr/local/cuda.
 if ! command -v nvcc >/dev/null 2>&1 && [[ -x /usr/local/cuda/bin/nvcc ]]; then export PATH="$PATH:/usr/local/cuda/bin"; fi
 log=$(mktemp)

@@ -5,6 +5,17 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 cd build
-ctest --output-on-failure -j "$(nproc)" "$@"
+# CTest names a test only when it ends: every minute, say which have been running for 2 minutes or more.
+ctest --output-on-failure -j "$(nproc)" "$@" &
+ctest_pid=$!
+ticks=0
+while kill -0 "$ctest_pid" 2>/dev/null; do
+  sleep 5
+  ((++ticks % 12)) && continue
+  ps --ppid "$ctest_pid" -o etimes=,args= | while read -r seconds command; do
+    if ((seconds >= 120)); then echo "[test.sh] still running after $((seconds / 60)) min: ${command:0:160}"; fi
+  done
+done
+wait "$ctest_pid"
 # Say what could not run here and why (CTest lists it as skipped): the CUDA op cases without a GPU.
 ./tests/mt_tests_device --require-cuda --gtest_filter=None.None | grep skipped || true
