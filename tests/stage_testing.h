@@ -46,7 +46,7 @@ struct Batch {
 
 inline ForwardOptions training(uint64_t round) {
   ForwardOptions o;
-  o.dropout_round = round;
+  o.first_sample = round;
   o.grad_scale = 0.5f;
   return o;
 }

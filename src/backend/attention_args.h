@@ -23,8 +23,10 @@ struct AttentionOptions {
   RngStream rng;             // for the dropout mask
   int64_t head_offset = 0;   // global index of this shard's first query head (tensor parallelism)
   int64_t total_heads = 0;   // global query heads; 0 means n
+  uint64_t first_sample = 0;  // global index of the sample in batch position 0
   // Dropout of probability (batch j, local head h, query i, key t) uses
-  //   rng.uniform(((j·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p
+  //   rng.uniform((((first_sample + j)·total_heads + head_offset + h)·s + i)·s + t), keep when >= dropout_p
+  // (keyed by the global sample, so the micro-batch grouping does not change a mask)
   // (the same index with or without key_start; masked entries draw nothing).
   // Document-aware causal mask (--reset-attention-mask): i32 [b, s] with 0 <= key_start[j, i] <= i;
   // query i of sequence j attends to keys t with key_start[j, i] <= t <= i (the tokens of its own

@@ -87,12 +87,12 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const
   attention_block_fwd(ctx, w.attention, sc.norm1_out, act.attention, sc.attention, sc.sp_gathered, sc.sp_partial,
                       sc.dense);
   dropout_add_fwd(act.residual1, act.attn_drop_mask, sc.dense, x, ctx.hidden_dropout(),
-                  dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention_output"),
-                  ctx.residual_offset());
+                  dropout_stream(ctx.seed, ctx.layer_index, "attention_output"),
+                  ctx.residual_rows());
   ctx.round(act.residual1);
   norm_fwd(c, sc.norm2_out, act.norm2, act.residual1, w.mlp_norm);
   ctx.round(sc.norm2_out);
-  const RngStream mlp_dropout = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "mlp_output");
+  const RngStream mlp_dropout = dropout_stream(ctx.seed, ctx.layer_index, "mlp_output");
   switch (c.mlp_kind(ctx.layer_index)) {
     case MlpKind::dense:
       mlp_block_fwd(ctx, w.mlp, sc.norm2_out, act.mlp, sc.mlp, sc.sp_gathered, sc.sp_partial, sc.dense, with_output);
@@ -101,9 +101,9 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const
       moe_block_fwd(ctx, w.moe, sc.norm2_out, act.moe, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense);
       break;
   }
-  if (!with_output) return dropout_mask(act.mlp_drop_mask, ctx.hidden_dropout(), mlp_dropout, ctx.residual_offset());
+  if (!with_output) return dropout_mask(act.mlp_drop_mask, ctx.hidden_dropout(), mlp_dropout, ctx.residual_rows());
   dropout_add_fwd(act.out, act.mlp_drop_mask, sc.dense, act.residual1, ctx.hidden_dropout(), mlp_dropout,
-                  ctx.residual_offset());
+                  ctx.residual_rows());
   ctx.round(act.out);
 }
 

@@ -1,12 +1,13 @@
 // Owns LayerContext and LayerShape: what every block of a transformer layer needs besides its
 // weights and buffers (shapes, the tensor-parallel group, this micro-batch's positions, document
-// starts and dropout round), and the dropout streams keyed by (seed, round, global layer, site).
+// starts and first sample), and the dropout streams keyed by (seed, global layer, site).
 #pragma once
 
 #include <cstdint>
 
 #include "base/rng.h"
 #include "model/config.h"
+#include "ops/dropout.h"  // DropoutRows
 #include "parallel/expert_dispatch.h"
 #include "parallel/tensor_parallel.h"
 #include "tensor/tensor.h"
@@ -43,7 +44,7 @@ struct LayerContext {
   TensorView positions;           // i32 [b, s] RoPE positions (--reset-position-ids), or empty: sequence index
   TensorView key_start;           // i32 [b, s] document starts (--reset-attention-mask), or empty: causal
   uint64_t seed = 0;              // dropout seed
-  uint64_t dropout_round = 0;     // the micro-batch's round, so masks differ between micro-batches
+  uint64_t first_sample = 0;      // global index of the micro-batch's first sample (dropout masks)
   bool dropout = true;            // false in evaluation and inference (Megatron's eval(): also Sinkhorn off)
   DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
@@ -59,15 +60,16 @@ struct LayerContext {
   Communicator* dp = nullptr;  // the data-parallel group (--moe-router-load-balancing-type global_aux_loss)
 
   float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
-  // Philox index of this rank's first residual-stream element (its rows under sequence parallelism).
-  uint64_t residual_offset() const {
-    return static_cast<uint64_t>(tp.first_row(shape.rows()) * config->hidden_size);
+  // Where the residual stream's dropout draws (ops/dropout.h): keyed by the global sample and
+  // position, so neither the micro-batch grouping nor the sequence-parallel split changes a mask.
+  DropoutRows residual_rows() const {
+    return DropoutRows(first_sample, shape.b, shape.s, tp.first_row(shape.rows()) / shape.b);
   }
   void round(const TensorView& t) const;  // round_to_dtype(t, act_dtype)
 };
 
-// The dropout stream for one site of one layer in one round (site: "attention", "attention_output",
+// The dropout stream for one site of one layer (site: "attention", "attention_output",
 // "mlp_output"; "embedding" with layer -1).
-RngStream dropout_stream(uint64_t seed, uint64_t round, int64_t layer, const char* site);
+RngStream dropout_stream(uint64_t seed, int64_t layer, const char* site);
 
 }  // namespace mt

@@ -30,7 +30,7 @@ struct LossSums {
 };
 
 struct ForwardOptions {
-  uint64_t dropout_round = 0;  // selects the dropout masks (the trainer counts micro-batches)
+  uint64_t first_sample = 0;  // global index of the first sample: dropout masks are keyed by the sample
   bool dropout = true;         // false for evaluation
   // 0: no backward follows (evaluation). Otherwise a backward follows, which accumulates
   // grad_scale · d(loss_sum)/dθ; the output layer's share is computed during the last stage's

@@ -214,7 +214,7 @@ VocabShard Stage::vocab_shard() const {
   return {tp_.rank() * rows, config_.padded_vocab_size()};
 }
 
-LayerContext Stage::context(const StageInputs& in, uint64_t round, bool dropout, int64_t layer) const {
+LayerContext Stage::context(const StageInputs& in, uint64_t first_sample, bool dropout, int64_t layer) const {
   LayerContext ctx;
   ctx.config = &local_;
   ctx.shape = shape_;
@@ -227,7 +227,7 @@ LayerContext Stage::context(const StageInputs& in, uint64_t round, bool dropout,
   ctx.positions = in.has_positions ? in.positions : TensorView();
   ctx.key_start = in.has_doc_start ? in.doc_start : TensorView();
   ctx.seed = seed_;
-  ctx.dropout_round = round;
+  ctx.first_sample = first_sample;
   ctx.dropout = dropout;
   ctx.layer_index = layer;
   ctx.act_dtype = config_.params_dtype;
@@ -312,7 +312,7 @@ TensorView Stage::layer_fwd(StageSlot& slot, int64_t layer, const TensorView& x,
   const LayerActivations& saved = slot.layers[static_cast<size_t>(local(layer))];
   LayerActivations act = layer_activations_f32(saved, false);
   if (mixed()) act.out = buf_.x32[(local(layer) + 1) % 2];  // ping-pong with the input, which stays valid
-  LayerContext ctx = context(slot.in, slot.round, dropout, layer);
+  LayerContext ctx = context(slot.in, slot.first_sample, dropout, layer);
   ctx.aux_loss_scale = slot.aux_loss_scale;
   if (record && config_.mlp_kind(layer) == MlpKind::moe) ctx.moe_stats = &moe_stats_[static_cast<size_t>(local(layer))];
   transformer_layer_fwd(ctx, layer_weights_f32(layer), x, act, buf_.scratch, with_output);
@@ -337,11 +337,11 @@ StageForward Stage::forward(int slot_index, const MicroBatch& batch, const Tenso
   double num_tokens = 0.0;
   if (range_.head) num_tokens = load_labels(batch, options.grad_scale, op);
   load_inputs(slot.in, batch, op);
-  slot.round = options.dropout_round;
+  slot.first_sample = options.first_sample;
   slot.dropout = options.dropout;
   slot.aux_loss_scale = train ? options.aux_loss_scale : 0.0f;
   const int64_t first = range_.first_layer;
-  const LayerContext ctx = context(slot.in, slot.round, options.dropout, first - 1);
+  const LayerContext ctx = context(slot.in, slot.first_sample, options.dropout, first - 1);
   TensorView x = mixed() ? buf_.x32[0] : slot.input;
   if (range_.embedding) {
     MT_CHECK(input.empty()) << op << ": the first stage embeds the tokens; it takes no input hidden states";
@@ -380,7 +380,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
   if (range_.head) {
     MT_CHECK(output_grad.empty()) << op << ": the last stage's loss ends the graph; it takes no output gradient";
     const TensorView x = last > first ? slot.layers.back().out : slot.input;
-    output_head_bwd(context(slot.in, slot.round, slot.dropout, last), final_norm_f32(), head_grads().final_norm,
+    output_head_bwd(context(slot.in, slot.first_sample, slot.dropout, last), final_norm_f32(), head_grads().final_norm,
                     as_f32(x, buf_.x32[1]), slot.head, buf_.dx);
     if (grads_ready_) grads_ready_(params_->head_params());
   } else {
@@ -398,7 +398,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
       for (int64_t j = g0; j <= i; ++j) x = layer_fwd(slot, j, x, dropout, /*record=*/false, /*with_output=*/j < i);
     }
     const TensorView x = layer_input_f32(slot, i, buf_.x32[0]);
-    LayerContext ctx = context(slot.in, slot.round, dropout, i);
+    LayerContext ctx = context(slot.in, slot.first_sample, dropout, i);
     ctx.aux_loss_scale = slot.aux_loss_scale;
     transformer_layer_bwd(ctx, layer_weights_f32(i), g.layers[local(i)], x,
                           layer_activations_f32(slot.layers[local(i)], true), buf_.scratch, buf_.dx);
@@ -406,7 +406,7 @@ TensorView Stage::backward(int slot_index, const TensorView& output_grad) {
   }
   slot.busy = false;
   if (!range_.embedding) return buf_.dx;
-  const LayerContext ctx = context(slot.in, slot.round, dropout, first - 1);
+  const LayerContext ctx = context(slot.in, slot.first_sample, dropout, first - 1);
   embedding_block_bwd(ctx, {g.word_embeddings, g.position_embeddings}, vocab_shard(), {slot.in.tokens, ctx.positions},
                       buf_.dx, slot.emb_drop_mask, buf_.scratch.dense, buf_.scratch.sp_gathered);
   if (grads_ready_) grads_ready_(params_->embedding_params());

@@ -138,7 +138,7 @@ class Stage {
   StageSlot& slot_at(int slot, const char* op);
   void carve_expert_biases(Backend& backend, MemoryTracker* tracker);
   void load_inputs(StageInputs& in, const MicroBatch& batch, const char* op);
-  LayerContext context(const StageInputs& in, uint64_t round, bool dropout, int64_t layer) const;
+  LayerContext context(const StageInputs& in, uint64_t first_sample, bool dropout, int64_t layer) const;
   bool mixed() const { return config_.params_dtype != DType::f32; }
   int64_t local(int64_t layer) const { return layer - range_.first_layer; }
   // Layer i's forward from its f32 input; stores its activations in the slot and returns its f32

@@ -34,7 +34,7 @@ struct StageInputs {
 // One micro-batch's state, from its forward to its backward.
 struct StageSlot {
   bool busy = false;    // forward done, backward pending
-  uint64_t round = 0;   // the forward's dropout round and switch, which its backward reuses
+  uint64_t first_sample = 0;  // the forward's first global sample (dropout masks) and switch, which its backward reuses
   bool dropout = true;
   float aux_loss_scale = 0.0f;  // the forward's ForwardOptions::aux_loss_scale
   StageInputs in;

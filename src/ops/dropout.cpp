@@ -16,6 +16,19 @@ void check_p(float p, const char* op) {
                                                        << " must lie in [0, 1)";
 }
 
+// The rows must tile the tensor: every row holds one position of one sample of the batch.
+void check_rows(const DropoutRows& rows, const TensorView& t, const char* op) {
+  MT_CHECK(rows.batch >= 1 && rows.seq_length >= 1 && rows.first_position >= 0)
+      << op << ": dropout rows need batch >= 1, seq_length >= 1 and first_position >= 0 (got " << rows.batch << ", "
+      << rows.seq_length << ", " << rows.first_position << ")";
+  if (rows.flat()) return;
+  const int64_t width = t.ndim() > 0 ? t.dim(-1) : 1;
+  const int64_t n = width > 0 ? t.numel() / width : 0;
+  MT_CHECK(n % rows.batch == 0 && rows.first_position + n / rows.batch <= rows.seq_length)
+      << op << ": " << n << " rows of batch " << rows.batch << " from position " << rows.first_position
+      << " do not fit sequences of " << rows.seq_length;
+}
+
 // An empty mask stands for dropout off: a layer built with p = 0 keeps no mask (the results are
 // bitwise those of an all-ones mask: x·1 = x).
 bool without_mask(const TensorView& mask, float p, const char* op) {
@@ -27,23 +40,25 @@ bool without_mask(const TensorView& mask, float p, const char* op) {
 }  // namespace
 
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
-                 uint64_t offset) {
+                 const DropoutRows& rows) {
   const char* op = "dropout_fwd";
   if (without_mask(mask, p, op)) return copy_tensor(out, inp);
   check_tensor(inp, inp.shape, DType::f32, op, "inp");
   check_tensor(out, inp.shape, DType::f32, op, "out");
   check_tensor(mask, inp.shape, DType::u8, op, "mask");
   check_p(p, op);
+  check_rows(rows, inp, op);
   check_same_device({out, mask, inp}, op);
-  MT_ROUTE(inp.device, op, dropout_fwd(out, mask, inp, p, rng, offset));
+  MT_ROUTE(inp.device, op, dropout_fwd(out, mask, inp, p, rng, rows));
 }
 
-void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, const DropoutRows& rows) {
   const char* op = "dropout_mask";
   if (without_mask(mask, p, op)) return;
   check_tensor(mask, mask.shape, DType::u8, op, "mask");
   check_p(p, op);
-  MT_ROUTE(mask.device, op, dropout_mask(mask, p, rng, offset));
+  check_rows(rows, mask, op);
+  MT_ROUTE(mask.device, op, dropout_mask(mask, p, rng, rows));
 }
 
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p) {
@@ -58,7 +73,7 @@ void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorVie
 }
 
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
-                     const TensorView& residual, float p, const RngStream& rng, uint64_t offset) {
+                     const TensorView& residual, float p, const RngStream& rng, const DropoutRows& rows) {
   const char* op = "dropout_add_fwd";
   if (without_mask(mask, p, op)) return add_fwd(out, residual, inp);
   check_tensor(inp, inp.shape, DType::f32, op, "inp");
@@ -66,8 +81,9 @@ void dropout_add_fwd(const TensorView& out, const TensorView& mask, const Tensor
   check_tensor(out, inp.shape, DType::f32, op, "out");
   check_tensor(mask, inp.shape, DType::u8, op, "mask");
   check_p(p, op);
+  check_rows(rows, inp, op);
   check_same_device({out, mask, inp, residual}, op);
-  MT_ROUTE(inp.device, op, dropout_add_fwd(out, mask, inp, residual, p, rng, offset));
+  MT_ROUTE(inp.device, op, dropout_add_fwd(out, mask, inp, residual, p, rng, rows));
 }
 
 }  // namespace mt

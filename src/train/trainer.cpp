@@ -294,8 +294,9 @@ ForwardBackwardResult Trainer::forward_backward() {
   for (MicroBatchBuffer& b : buffers) {
     batches.push_back(b.view(model_config_.seq_length));
     ForwardOptions fo;
-    // Distinct per micro-batch across iterations and dp ranks: the global index of its first sample.
-    fo.dropout_round = static_cast<uint64_t>(b.indices.front());
+    // Dropout masks are keyed by the global sample (the sampler's indices are consecutive within a
+    // micro-batch), so any micro-batch size and dp split of the same global batch draws the same masks.
+    fo.first_sample = static_cast<uint64_t>(b.indices.front());
     fo.dropout = true;
     // The loss scale multiplies the gradient of the loss; the optimizer divides it out again.
     fo.grad_scale = static_cast<float>(loss_scale() * (config_.calculate_per_token_loss

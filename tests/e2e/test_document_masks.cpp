@@ -63,7 +63,7 @@ struct StepResult {
 StepResult train_step(GptModel& m, const MicroBatch& batch, uint64_t round) {
   m.params().zero_grads();
   ForwardOptions fo;
-  fo.dropout_round = round;
+  fo.first_sample = round;
   fo.grad_scale = 0.5f;
   StepResult r;
   r.loss = m.forward(batch, fo).loss_sum;
@@ -167,7 +167,7 @@ void gradcheck_with_documents(bool llama, AttentionImpl impl) {
   HostTensor pos = positions_from_starts(b, s, starts), docs = document_starts(b, s, starts);
   const MicroBatch batch{tokens.view(), labels.view(), TensorView(), pos.view(), docs.view()};
   ForwardOptions train;
-  train.dropout_round = 5;
+  train.first_sample = 5;
   train.grad_scale = 0.7f;
   model.params().zero_grads();
   model.forward(batch, train);

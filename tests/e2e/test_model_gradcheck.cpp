@@ -37,7 +37,7 @@ void gradcheck(bool llama, AttentionImpl impl, double rotary_percent = 1.0, bool
 
   const MicroBatch batch{tokens.view(), labels.view(), mask.view()};
   ForwardOptions train;
-  train.dropout_round = round;
+  train.first_sample = round;
   train.grad_scale = 0.7f;  // any scale: the gradient is of 0.7 · loss_sum
   model.params().zero_grads();
   model.forward(batch, train);
@@ -90,16 +90,16 @@ TEST(ModelGradcheck, DropoutRoundChangesMasksAndEvaluationHasNone) {
   test::HostTensor tokens = test::randint({2, c.seq_length}, 37, 1), labels = test::randint({2, c.seq_length}, 37, 2);
   const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
   ForwardOptions round1, round2, eval;
-  round1.dropout_round = 1;
-  round2.dropout_round = 2;
+  round1.first_sample = 1;
+  round2.first_sample = 2;
   eval.dropout = false;
-  eval.dropout_round = 1;
+  eval.first_sample = 1;
   const double a = model.forward(batch, round1).loss_sum;
   EXPECT_EQ(model.forward(batch, round1).loss_sum, a);
   EXPECT_NE(model.forward(batch, round2).loss_sum, a);
   // Without dropout the round does not matter.
   const double e = model.forward(batch, eval).loss_sum;
-  eval.dropout_round = 2;
+  eval.first_sample = 2;
   EXPECT_EQ(model.forward(batch, eval).loss_sum, e);
   EXPECT_NE(e, a);
 }

@@ -42,7 +42,7 @@ void gradcheck(ModelConfig c) {
   test::HostTensor labels = test::randint({b, c.seq_length}, static_cast<int32_t>(c.vocab_size), 12);
   const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
   ForwardOptions train;
-  train.dropout_round = 5;
+  train.first_sample = 5;
   train.grad_scale = 0.7f;
   train.aux_loss_scale = 3.0f;  // large enough that a dropped auxiliary term shows
   model.stage().zero_grads();

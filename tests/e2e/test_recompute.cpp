@@ -49,7 +49,7 @@ Result run(DType dtype, const Setting& r) {
   model.params().init(9);
   test::HostTensor tokens = test::randint({2, c.seq_length}, 50, 1), labels = test::randint({2, c.seq_length}, 50, 2);
   ForwardOptions fo;
-  fo.dropout_round = 4;
+  fo.first_sample = 4;
   fo.grad_scale = 0.5f;
   model.params().zero_grads();
   Result out;

@@ -137,6 +137,30 @@ TEST(TrainLoop, AccumulatingMicroBatchesEqualsOneLargerBatch) {
   EXPECT_LT(max_diff(pc, pd), 1e-5);
 }
 
+// Dropout (hidden and attention) keyed by the global sample: 8 micro-batches of 1, 4 of 2 and one
+// of 8 draw the same masks for the same samples, so the curves agree to reduction-order rounding.
+TEST(TrainLoop, DropoutMasksFollowTheSampleNotTheMicroBatch) {
+  const ModelConfig m = tiny_model(0.2f);
+  std::vector<std::vector<IterationStats>> curves;
+  for (int64_t micro : {1, 2, 8}) {
+    TrainConfig t = tiny_train(micro, 8, 3);
+    t.optimizer.adam_eps = 1e-3f;  // as above: updates a smooth function of the gradient
+    Trainer trainer(m, t);
+    curves.emplace_back();
+    for (int i = 0; i < 3; ++i) curves.back().push_back(trainer.train_step());
+  }
+  TrainConfig t = tiny_train(8, 8, 3);
+  t.optimizer.adam_eps = 1e-3f;
+  Trainer without(tiny_model(0.0f), t);
+  EXPECT_GT(std::fabs(without.train_step().loss - curves[2][0].loss), 1e-3) << "dropout changes the loss";
+  for (size_t c = 0; c < 2; ++c) {
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(curves[c][i].loss, curves[2][i].loss, 1e-5 * curves[2][i].loss) << "curve " << c << " iteration " << i;
+      EXPECT_NEAR(curves[c][i].grad_norm, curves[2][i].grad_norm, 1e-4 * curves[2][i].grad_norm);
+    }
+  }
+}
+
 TEST(TrainLoop, DefaultLossIsTheMeanOfMicroBatchMeans) {
   // Micro-batch 0 keeps 4 of its 32 tokens, micro-batch 1 all 32: the two normalisations differ,
   // and each gradient is the exact combination of the per-micro-batch gradients it should be.
@@ -266,7 +290,7 @@ double manual_eval(Trainer& t, const SampleSource& source, int64_t first, int64_
     buf.fill(source, idx);
     ForwardOptions fo;
     fo.dropout = dropout;
-    fo.dropout_round = 12345;
+    fo.first_sample = 12345;
     const LossSums s = t.model().forward(0, buf.view(t.model_config().seq_length), TensorView(), fo).loss;
     loss += s.loss_sum;
     tokens += s.num_tokens;

@@ -69,7 +69,8 @@ struct Dropout {
     p = o.dropout_p;
     inv_keep = 1.0f / (1.0f - o.dropout_p);
     total_heads = o.total_heads ? o.total_heads : n;
-    head_offset = o.head_offset;
+    // The sample offset folds into the head offset: (first_sample + j)·H + o = j·H + (first_sample·H + o).
+    head_offset = static_cast<int64_t>(o.first_sample) * total_heads + o.head_offset;
     s = seq;
   }
   // Index of (batch j, local head h, query i, key 0) in the header's formula.

@@ -3,17 +3,18 @@
 
 #include <cstdint>
 
+#include "backend/dropout_args.h"
 #include "base/rng.h"
 #include "tensor/tensor.h"
 
 namespace mt::cpu {
 
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
-                 uint64_t offset);
-void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset);
+                 const DropoutRows& rows);
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, const DropoutRows& rows);
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p);
 // residual may be empty (then this is dropout_fwd).
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
-                     const TensorView& residual, float p, const RngStream& rng, uint64_t offset);
+                     const TensorView& residual, float p, const RngStream& rng, const DropoutRows& rows);
 
 }  // namespace mt::cpu

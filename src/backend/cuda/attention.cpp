@@ -53,7 +53,8 @@ k::AttentionDropout dropout_of(const AttentionOptions& o, int64_t n) {
   d.threshold = dropout_threshold(o.dropout_p);
   d.inv_keep = 1.0f / (1.0f - o.dropout_p);
   d.total_heads = o.total_heads ? o.total_heads : n;
-  d.head_offset = o.head_offset;
+  // The sample offset folds into the head offset, as on the CPU.
+  d.head_offset = static_cast<int64_t>(o.first_sample) * d.total_heads + o.head_offset;
   return d;
 }
 

@@ -6,16 +6,23 @@
 
 namespace mt::cuda {
 
+namespace {
+// DropoutRows views a tensor as rows of its last dimension.
+int64_t width_of(const TensorView& t) { return t.ndim() > 0 && t.dim(-1) > 0 ? t.dim(-1) : 1; }
+}  // namespace
+
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
-                 uint64_t offset) {
+                 const DropoutRows& rows) {
   if (inp.numel() == 0) return;
-  k::dropout_fwd(out.f32(), mask.u8(), inp.f32(), nullptr, inp.numel(), p, rng.seed, rng.stream, offset, stream());
+  k::dropout_fwd(out.f32(), mask.u8(), inp.f32(), nullptr, inp.numel(), width_of(inp), p, rng.seed, rng.stream, rows,
+                 stream());
   check_launch("dropout_fwd");
 }
 
-void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset) {
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, const DropoutRows& rows) {
   if (mask.numel() == 0) return;
-  k::dropout_fwd(nullptr, mask.u8(), nullptr, nullptr, mask.numel(), p, rng.seed, rng.stream, offset, stream());
+  k::dropout_fwd(nullptr, mask.u8(), nullptr, nullptr, mask.numel(), width_of(mask), p, rng.seed, rng.stream, rows,
+                 stream());
   check_launch("dropout_mask");
 }
 
@@ -26,10 +33,10 @@ void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorVie
 }
 
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
-                     const TensorView& residual, float p, const RngStream& rng, uint64_t offset) {
+                     const TensorView& residual, float p, const RngStream& rng, const DropoutRows& rows) {
   if (inp.numel() == 0) return;
-  k::dropout_fwd(out.f32(), mask.u8(), inp.f32(), residual.empty() ? nullptr : residual.f32(), inp.numel(), p,
-                 rng.seed, rng.stream, offset, stream());
+  k::dropout_fwd(out.f32(), mask.u8(), inp.f32(), residual.empty() ? nullptr : residual.f32(), inp.numel(),
+                 width_of(inp), p, rng.seed, rng.stream, rows, stream());
   check_launch("dropout_add_fwd");
 }
 

@@ -10,6 +10,7 @@
 #include "backend/activation_args.h"
 #include "backend/adamw_args.h"
 #include "backend/attention_args.h"
+#include "backend/dropout_args.h"
 #include "backend/moe_experts_args.h"
 #include "backend/moe_router_args.h"
 #include "base/rng.h"
@@ -37,11 +38,11 @@ void swiglu_bwd(const TensorView& dinp, const TensorView& dout, const TensorView
 
 // dropout
 void dropout_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp, float p, const RngStream& rng,
-                 uint64_t offset);
-void dropout_mask(const TensorView& mask, float p, const RngStream& rng, uint64_t offset);
+                 const DropoutRows& rows);
+void dropout_mask(const TensorView& mask, float p, const RngStream& rng, const DropoutRows& rows);
 void dropout_bwd(const TensorView& dinp, const TensorView& dout, const TensorView& mask, float p);
 void dropout_add_fwd(const TensorView& out, const TensorView& mask, const TensorView& inp,
-                     const TensorView& residual, float p, const RngStream& rng, uint64_t offset);
+                     const TensorView& residual, float p, const RngStream& rng, const DropoutRows& rows);
 
 // linear
 void linear_fwd(const TensorView& out, const TensorView& inp, const TensorView& weight, const TensorView& bias);

@@ -20,7 +20,8 @@ AttentionOptions attention_options(const LayerContext& ctx) {
   AttentionOptions o;
   o.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(ctx.config->kv_channels)));
   o.dropout_p = ctx.dropout ? ctx.config->attention_dropout : 0.0f;
-  o.rng = dropout_stream(ctx.seed, ctx.dropout_round, ctx.layer_index, "attention");
+  o.rng = dropout_stream(ctx.seed, ctx.layer_index, "attention");
+  o.first_sample = ctx.first_sample;
   o.head_offset = ctx.tp.rank() * ctx.config->num_attention_heads;
   o.total_heads = ctx.total_heads;
   o.key_start = ctx.key_start;

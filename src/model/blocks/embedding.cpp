@@ -12,8 +12,8 @@ void embedding_block_fwd(const LayerContext& ctx, const EmbeddingWeights& w, Voc
                          const TensorView& dense, const TensorView& sp_partial) {
   vocab_parallel_embedding_fwd(ctx.tp, dense, in.tokens, w.word, w.position, shard, sp_partial, in.positions);
   ctx.round(dense);
-  dropout_fwd(out, mask, dense, ctx.hidden_dropout(), dropout_stream(ctx.seed, ctx.dropout_round, -1, "embedding"),
-              ctx.residual_offset());
+  dropout_fwd(out, mask, dense, ctx.hidden_dropout(), dropout_stream(ctx.seed, -1, "embedding"),
+              ctx.residual_rows());
   ctx.round(out);
 }
 

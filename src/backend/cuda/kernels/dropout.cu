@@ -1,8 +1,9 @@
-// Dropout CUDA kernels.  The forward maps one thread to one Philox block, i.e. to the four
-// consecutive elements whose 24-bit draws are its four words (element e of the stream is word
-// e % 4 of block e / 4), so each block is generated once; the first and last blocks of the range
-// may be partly outside [offset, offset + n).  The keep rule and scaling are dropout_math.h's,
-// the CPU's, so masks match bit for bit.  The backward is one thread per element.
+// Dropout CUDA kernels.  The forward maps one thread to one Philox block of one row, i.e. to the
+// four consecutive elements whose 24-bit draws are its four words (element e of the stream is word
+// e % 4 of block e / 4), so each block is generated once per row; a row's first and last blocks may
+// be partly outside its range [start, start + width).  A flat tensor is one row.  The keep rule
+// and scaling are dropout_math.h's, the CPU's, so masks match bit for bit.  The backward is one
+// thread per element.
 #include "backend/cuda/kernels/dropout.h"
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/math/dropout_math.h"
@@ -21,19 +22,22 @@ __device__ inline void emit(float* y, uint8_t* mask, const float* x, const float
   }
 }
 
-// Thread t covers Philox block first_block + t.
-__global__ void dropout_fwd_kernel(float* y, uint8_t* mask, const float* x, const float* res, int64_t n,
-                                   uint32_t threshold, float scale, uint64_t seed, uint64_t stream,
-                                   uint64_t offset, int64_t blocks) {
-  const uint64_t first_block = offset >> 2;
-  MT_GRID_LOOP(t, blocks) {
-    const uint64_t block = first_block + static_cast<uint64_t>(t);
+// Thread t covers Philox block t % blocks_per_row past the first block of row t / blocks_per_row.
+__global__ void dropout_fwd_kernel(float* y, uint8_t* mask, const float* x, const float* res, int64_t rows,
+                                   int64_t width, DropoutRows index, uint32_t threshold, float scale, uint64_t seed,
+                                   uint64_t stream, int64_t blocks_per_row) {
+  MT_GRID_LOOP(t, rows * blocks_per_row) {
+    const int64_t r = t / blocks_per_row;
+    const uint64_t start = index.row_start(r, width);
+    const uint64_t block = (start >> 2) + static_cast<uint64_t>(t % blocks_per_row);
+    if (block * 4 >= start + static_cast<uint64_t>(width)) continue;  // past the row's last block
     const PhiloxBlock words = philox_stream_block(seed, stream, block);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint64_t e = block * 4 + j;  // element of the stream
-      if (e < offset || e - offset >= static_cast<uint64_t>(n)) continue;
-      emit(y, mask, x, res, static_cast<int64_t>(e - offset), dropout_keeps(words.w[j] >> 8, threshold), scale);
+      if (e < start || e - start >= static_cast<uint64_t>(width)) continue;
+      emit(y, mask, x, res, r * width + static_cast<int64_t>(e - start), dropout_keeps(words.w[j] >> 8, threshold),
+           scale);
     }
   }
 }
@@ -52,16 +56,20 @@ __global__ void dropout_bwd_kernel(float* dx, const float* dy, const uint8_t* ma
 
 }  // namespace
 
-void dropout_fwd(float* y, uint8_t* mask, const float* x, const float* res, int64_t n, float p, uint64_t seed,
-                 uint64_t stream, uint64_t offset, cudaStream_t s) {
+void dropout_fwd(float* y, uint8_t* mask, const float* x, const float* res, int64_t n, int64_t width, float p,
+                 uint64_t seed, uint64_t stream, const DropoutRows& index, cudaStream_t s) {
+  if (n == 0) return;
   if (p == 0.0f) {
     keep_all_kernel<<<grid_for(n), kThreads, 0, s>>>(y, mask, x, res, n);
     return;
   }
-  const uint64_t last = offset + static_cast<uint64_t>(n) - 1;
-  const int64_t blocks = static_cast<int64_t>((last >> 2) - (offset >> 2) + 1);
-  dropout_fwd_kernel<<<grid_for(blocks), kThreads, 0, s>>>(y, mask, x, res, n, dropout_threshold(p),
-                                                           dropout_scale(p), seed, stream, offset, blocks);
+  // A flat tensor is one row starting where row 0 does.
+  const bool flat = index.flat();
+  const DropoutRows rows_index = flat ? DropoutRows(index.row_start(0, width)) : index;
+  const int64_t rows = flat ? 1 : n / width, row_width = flat ? n : width;
+  const int64_t blocks_per_row = (row_width + 3) / 4 + 1;  // a row spans at most this many blocks
+  dropout_fwd_kernel<<<grid_for(rows * blocks_per_row), kThreads, 0, s>>>(
+      y, mask, x, res, rows, row_width, rows_index, dropout_threshold(p), dropout_scale(p), seed, stream, blocks_per_row);
 }
 
 void dropout_bwd(float* dx, const float* dy, const uint8_t* mask, int64_t n, float p, cudaStream_t s) {
