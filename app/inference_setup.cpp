@@ -35,6 +35,9 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
   model.hidden_dropout = model.attention_dropout = 0.0f;
   model.tensor_model_parallel_size = world ? world->size() : 1;
   model.finalize();
+  // Records written before they named the expert bias: the saved biases say it.
+  for (int64_t i = 0; i < model.num_layers && model.moe.enabled() && !model.moe.expert_bias; ++i)
+    model.moe.expert_bias = s->checkpoint->has("buffer", expert_bias_name(i));
 
   MT_CHECK(has_tokenizer_flags(o) || !checkpoint.manifest().tokenizer.is_null())
       << "checkpoint " << checkpoint.dir() << " records no tokenizer; pass the tokenizer flags (--tokenizer-type ...)";
@@ -67,6 +70,7 @@ void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t 
   options.tp_comm = tp > 1 ? device.world : nullptr;
   engine = std::make_unique<InferenceEngine>(model, *device.backend, &memory, options);
   checkpoint->read_weights(engine->params().params());
+  checkpoint->read_buffers(engine->expert_biases());  // the routers' expert biases: route as training did
 }
 
 }  // namespace mt

@@ -91,9 +91,12 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
   const auto carve_persistent = [&](Arena& a) {
     k_cache_.clear();
     v_cache_.clear();
+    expert_biases_.clear();
     for (int64_t i = 0; i < config_.num_layers; ++i) {
       k_cache_.push_back(a.alloc(DType::f32, {options.slots, g, max_len_, d}));
       v_cache_.push_back(a.alloc(DType::f32, {options.slots, g, max_len_, d}));
+      if (config_.moe.expert_bias && config_.mlp_kind(i) == MlpKind::moe)
+        expert_biases_.emplace_back(expert_bias_name(i), a.alloc(DType::f32, {config_.moe.num_experts}));
     }
     if (config_.position_embedding_type == PositionEmbedding::rope) {
       rope_cos_ = a.alloc(DType::f32, {config_.max_position_embeddings, config_.rope_table_width()});
@@ -105,6 +108,14 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
   cache_arena_ = std::make_unique<Arena>(backend, MemCategory::activations, measure_cache.used(), tracker);
   carve_persistent(*cache_arena_);
   if (!rope_cos_.empty()) rope_tables(rope_cos_, rope_sin_, config_.rotary_base, config_.rotary_dim());
+  layers_ = params_->values().layers;
+  size_t bias = 0;
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    if (!config_.moe.expert_bias || config_.mlp_kind(i) != MlpKind::moe) continue;
+    const TensorView& b = expert_biases_[bias++].second;
+    zero(b);
+    layers_[static_cast<size_t>(i)].moe.expert_bias = b;
+  }
   carve(measure_step, options.max_step_tokens, options.max_step_tokens);
   workspace_ = std::make_unique<Arena>(backend, MemCategory::workspace, measure_step.used(), tracker);
   // A step's inputs are written, and its logits read, in host memory, then copied (device-clean).
@@ -171,7 +182,7 @@ TensorView InferenceEngine::step(const std::vector<SequenceChunk>& chunks) {
     ctx.kv_cache = {k_cache_[i], v_cache_[i], b.slots, b.flat_positions};
     LayerActivations act = b.act;
     act.out = b.x[(i + 1) % 2];
-    transformer_layer_fwd(ctx, w.layers[i], x, act, b.scratch);
+    transformer_layer_fwd(ctx, layers_[static_cast<size_t>(i)], x, act, b.scratch);
     x = act.out;
   }
   // The head on the rows asked for: final norm, output layer (this rank's vocabulary columns).

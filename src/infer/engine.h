@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/arena.h"
@@ -46,6 +48,10 @@ class InferenceEngine {
 
   // The weights, f32: fill them (CheckpointReader::read_weights) before the first step.
   ParamStore& params() { return *params_; }
+  // With --moe-router-enable-expert-bias, each MoE layer's router bias f32 [E] by its checkpoint
+  // name (decoder.layers.<i>.mlp.router.expert_bias, as the trainer's); zero until filled
+  // (CheckpointReader::read_buffers). Routing adds it as training does.
+  const std::vector<std::pair<std::string, TensorView>>& expert_biases() const { return expert_biases_; }
   const ModelConfig& config() const { return config_; }
   const EngineOptions& options() const { return options_; }
   int64_t max_sequence_length() const { return max_len_; }
@@ -71,6 +77,8 @@ class InferenceEngine {
   std::unique_ptr<Arena> cache_arena_;  // the KV cache and the RoPE tables
   std::unique_ptr<Arena> workspace_;    // one step's buffers, carved anew each step
   std::vector<TensorView> k_cache_, v_cache_;  // per layer, f32 [slots, g/t, max_len, d]
+  std::vector<std::pair<std::string, TensorView>> expert_biases_;  // see expert_biases()
+  std::vector<LayerWeights> layers_;  // the layers' weights (params_'s views) with their expert biases
   TensorView rope_cos_, rope_sin_;             // [max_position_embeddings, ceil(rotary_dim/2)] (RoPE)
   // Host mirrors of one step (max_step_tokens entries): inputs, the token row of each logit row,
   // and (off the CPU) the logits [R, padded vocabulary] handed back.

@@ -137,8 +137,6 @@ void ModelConfig::finalize_moe() {
       << "--moe-ffn-hidden-size " << m.ffn_hidden_size << " is not divisible by --expert-tensor-parallel-size " << etp;
   MT_CHECK(!add_bias_linear) << "--num-experts: the experts have no biases (as Megatron's grouped experts); pass "
                                 "--disable-bias-linear";
-  MT_CHECK(tp == 1 || sequence_parallel) << "--num-experts with --tensor-model-parallel-size " << tp
-                                         << " needs --sequence-parallel (as in Megatron)";
   m.router.sinkhorn = m.load_balancing == MoeLoadBalancing::sinkhorn;
   const MoeRouterOptions& r = m.router;
   if (r.sinkhorn) {
@@ -196,6 +194,10 @@ ModelConfig ModelConfig::shared_expert_config() const {
   c.ffn_hidden_size = moe.shared_expert_intermediate_size / tensor_model_parallel_size;
   c.add_bias_linear = false;
   return c;
+}
+
+std::string expert_bias_name(int64_t layer) {
+  return "decoder.layers." + std::to_string(layer) + ".mlp.router.expert_bias";
 }
 
 const char* MoeConfig::aux_loss_name() const {

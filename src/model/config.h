@@ -83,6 +83,9 @@ struct MoeConfig {
   const char* aux_loss_name() const;
 };
 
+// The checkpoint name of layer i's router bias (--moe-router-enable-expert-bias), as Megatron's.
+std::string expert_bias_name(int64_t layer);
+
 struct ModelConfig {
   int64_t num_layers = 2;               // --num-layers
   int64_t hidden_size = 64;             // --hidden-size

@@ -105,7 +105,7 @@ void Stage::carve_expert_biases(Backend& backend, MemoryTracker* tracker) {
   for (const int64_t i : bias_layers_) {
     const TensorView bias = state_->alloc(DType::f32, {E});
     values_.layers[static_cast<size_t>(local(i))].moe.expert_bias = bias;
-    expert_biases_.emplace_back("decoder.layers." + std::to_string(i) + ".mlp.router.expert_bias", bias);
+    expert_biases_.emplace_back(expert_bias_name(i), bias);
   }
   state_->zero_used();
   host_counts_.resize(static_cast<size_t>(E));

@@ -53,6 +53,7 @@ nlohmann::json moe_routing(const MoeConfig& m) {
                       {"drop_policy", static_cast<int>(m.capacity.drop_policy)}};
   if (m.capacity.capacity_factor) j["capacity_factor"] = *m.capacity.capacity_factor;
   if (r.sinkhorn) j["sinkhorn"] = true;  // absent otherwise, as in records written before it existed
+  if (m.expert_bias) j["expert_bias"] = true;  // likewise
   return j;
 }
 
@@ -74,6 +75,7 @@ void apply_moe_record(const nlohmann::json& j, const nlohmann::json* routing, Mo
   m.router_fp32 = r.at("router_fp32").get<bool>();
   m.capacity.pad_to_capacity = r.at("pad_to_capacity").get<bool>();
   m.capacity.drop_policy = static_cast<MoeDropPolicy>(r.at("drop_policy").get<int>());
+  m.expert_bias = r.value("expert_bias", false);
   m.capacity.capacity_factor.reset();
   if (r.contains("capacity_factor")) m.capacity.capacity_factor = r.at("capacity_factor").get<double>();
   // Sinkhorn is a routing (evaluation takes the top-k of σ or softmax), the other types only losses.

@@ -55,4 +55,14 @@ void CheckpointReader::read_weights(const std::vector<Param>& params) {
   for (const Param& p : params) read("param", p, 0, p.value.reshape({p.value.numel()}));
 }
 
+void CheckpointReader::read_buffers(const std::vector<std::pair<std::string, TensorView>>& buffers) {
+  for (const auto& [name, buffer] : buffers) {
+    MT_CHECK(has("buffer", name)) << "checkpoint " << dir_ << " has no " << name
+                                  << " (saved without --moe-router-enable-expert-bias?)";
+    Shape shape;
+    const std::vector<float>& whole = this->whole("buffer", name, buffer.shape, shape);
+    backend_for(buffer.device).copy_from_host(buffer.data, whole.data(), buffer.bytes());
+  }
+}
+
 }  // namespace mt

@@ -31,6 +31,9 @@ class CheckpointReader {
   void read(const std::string& kind, const Param& p, int64_t begin, const TensorView& dst);
   // Every parameter's values (its shard, p.value).
   void read_weights(const std::vector<Param>& params);
+  // Named f32 buffers that are not parameters, whole on every rank (the routers' expert biases):
+  // each filled from the checkpoint's tensor of that name; a missing one is an error naming it.
+  void read_buffers(const std::vector<std::pair<std::string, TensorView>>& buffers);
   // The whole tensor kind/name in f32 (see CheckpointTensors::whole; valid until the next call).
   const std::vector<float>& whole(const std::string& kind, const std::string& name, const Shape& expected,
                                   Shape& shape) {

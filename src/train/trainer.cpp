@@ -93,6 +93,11 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
                                 WorkspaceTarget target) {
   TrainingLayout l;
   l.model = finalized(model);
+  // Training's MoE layers under tp split the tokens over the tp ranks first (inference does not:
+  // the engine routes each step's rows whole on every rank).
+  MT_CHECK(!l.model.moe.enabled() || l.model.tensor_model_parallel_size == 1 || l.model.sequence_parallel)
+      << "--num-experts with --tensor-model-parallel-size " << l.model.tensor_model_parallel_size
+      << " needs --sequence-parallel (as in Megatron)";
   l.grid = train_grid_config(model, train, world_size);
   const TrainConfig t = finalized(train, ParallelGrid(l.grid), 0);
   l.pipeline = t.pipeline;

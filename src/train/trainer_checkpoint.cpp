@@ -182,13 +182,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   // Weights: every parameter this rank holds (the tied copy from the embedding's pieces).
   for (auto& stage : chunks_) {
     for (ParamStore* store : stage->param_stores()) checkpoint.read_weights(store->params());
-    for (const auto& [name, bias] : stage->expert_biases()) {
-      MT_CHECK(checkpoint.has("buffer", name)) << "checkpoint " << checkpoint.dir() << " has no " << name
-                                               << " (saved without --moe-router-enable-expert-bias?)";
-      Shape shape;
-      const std::vector<float>& whole = checkpoint.whole("buffer", name, bias.shape, shape);
-      backend_for(bias.device).copy_from_host(bias.data, whole.data(), bias.bytes());
-    }
+    checkpoint.read_buffers(stage->expert_biases());
   }
   const bool optimizer = !flags.no_load_optim && !flags.finetune;
   if (optimizer) {

@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/inference_setup.h"
+#include "app/options.h"
+#include "train/checkpoint_reader.h"
 #include "testing.h"
 
 namespace mt {
@@ -95,6 +98,35 @@ TEST_F(GenerateCommand, ACacheCapTooSmallForOneSequenceIsRefused) {
                       "1e-9"});
       },
       "holds no sequence");
+}
+
+// An MoE checkpoint trained with aux-loss-free balancing: generate routes with the biases training
+// left (each MoE layer's decoder.layers.<i>.mlp.router.expert_bias, nonzero after the updates).
+TEST(GenerateCommandMoe, LoadsTheRoutersExpertBiases) {
+  test::TempDir dir;
+  ASSERT_EQ(cmd_train({"--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "16",
+                       "--normalization", "RMSNorm", "--swiglu", "--disable-bias-linear", "--num-experts", "4",
+                       "--moe-router-topk", "2", "--moe-router-score-function", "sigmoid",
+                       "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "1e-2",
+                       "--micro-batch-size", "2", "--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size",
+                       "64", "--lr", "1e-3", "--train-iters", "3", "--log-interval", "10", "--eval-iters", "0",
+                       "--save", dir.file("ckpt")}),
+            0);
+  const Options o = parse_options("generate", {"--load", dir.file("ckpt"), "--prompts", "1 2"});
+  std::unique_ptr<InferenceSetup> setup = open_for_inference(o, nullptr);
+  setup->load_engine(o, nullptr, 1, 0);
+  const auto& biases = setup->engine->expert_biases();
+  ASSERT_EQ(biases.size(), 2u);
+  for (const auto& [name, bias] : biases) {
+    Shape shape;
+    const std::vector<float>& saved = setup->checkpoint->whole("buffer", name, bias.shape, shape);
+    double largest = 0.0;
+    for (int64_t e = 0; e < bias.numel(); ++e) {
+      EXPECT_EQ(bias.f32()[e], saved[static_cast<size_t>(e)]) << name << " expert " << e;
+      largest = std::max(largest, std::fabs(static_cast<double>(saved[static_cast<size_t>(e)])));
+    }
+    EXPECT_GT(largest, 0.0) << name << ": training moved the biases";
+  }
 }
 
 }  // namespace

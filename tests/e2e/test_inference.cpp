@@ -62,6 +62,23 @@ ModelConfig moe_style() {
   return m;
 }
 
+// DeepSeek-like routing: sigmoid scores with aux-loss-free expert biases, which steer the top-k.
+ModelConfig moe_expert_bias_style() {
+  ModelConfig m = moe_style();
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  return m;
+}
+
+// The same nonzero router biases in a model's and an engine's MoE layers (large enough to change
+// which experts the sigmoid scores pick).
+void fill_expert_biases(const std::vector<std::pair<std::string, TensorView>>& biases) {
+  for (size_t l = 0; l < biases.size(); ++l) {
+    const TensorView& b = biases[l].second;
+    for (int64_t e = 0; e < b.numel(); ++e) b.f32()[e] = 0.4f * static_cast<float>((e + static_cast<int64_t>(l)) % 3) - 0.3f;
+  }
+}
+
 // The logits of every position of `tokens` from the training model's forward (no cache).
 std::vector<float> full_forward_logits(ModelConfig c, const std::vector<int32_t>& tokens, uint64_t seed) {
   c.seq_length = static_cast<int64_t>(tokens.size());
@@ -72,6 +89,7 @@ std::vector<float> full_forward_logits(ModelConfig c, const std::vector<int32_t>
   options.head_chunk_tokens = c.seq_length;
   GptModel model(c, 1, cpu_backend(), &memory, options);
   model.init(seed);
+  fill_expert_biases(model.stage().expert_biases());
   std::vector<int32_t> t = tokens;
   const TensorView view(t.data(), DType::i32, {1, c.seq_length});
   model.forward(MicroBatch{view, view, TensorView()}, {});
@@ -87,6 +105,7 @@ std::unique_ptr<InferenceEngine> engine_for(ModelConfig c, uint64_t seed, int64_
   o.max_step_tokens = step_tokens;
   auto engine = std::make_unique<InferenceEngine>(c, cpu_backend(), nullptr, o);
   engine->params().init(seed);  // the same layout-invariant init as the training model's
+  fill_expert_biases(engine->expert_biases());
   return engine;
 }
 
@@ -156,7 +175,7 @@ TEST_P(EngineCase, GreedyWithTheCacheEqualsRecomputingThePrefix) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Inference, EngineCase,
-                         ::testing::Values(&gpt2_style, &llama_style, &moe_style, &llama_partial_rope,
+                         ::testing::Values(&gpt2_style, &llama_style, &moe_style, &moe_expert_bias_style, &llama_partial_rope,
                                            &llama_interleaved_rope));
 
 // Five requests through two slots and steps of 8 tokens (prompts prefilled in pieces, requests

@@ -1,7 +1,8 @@
 // The inference engine under tensor parallelism (tp = 2, one group per pair of ranks): every
 // step's logits, prefill and cached decode of sequences sharing steps, equal the single-rank
 // engine's within 1e-5 on every rank (vocabulary-parallel logits gathered), and greedy decoding
-// picks the same tokens.
+// picks the same tokens; also for a mixture-of-experts model whose router carries expert biases
+// (no --sequence-parallel needed: the engine routes each step's rows whole on every rank).
 #include <algorithm>
 #include <cmath>
 
@@ -41,6 +42,20 @@ ModelConfig gpt2_style(int tp) {
   return m;
 }
 
+// Sigmoid routing over 4 experts (top 2) steered by expert biases, and a shared expert.
+ModelConfig moe_style(int tp) {
+  ModelConfig m = llama_style(1);
+  m.moe.num_experts = 4;
+  m.moe.router.topk = 2;
+  m.moe.ffn_hidden_size = 48;
+  m.moe.shared_expert_intermediate_size = 32;
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  m.tensor_model_parallel_size = tp;
+  m.finalize();
+  return m;
+}
+
 std::unique_ptr<InferenceEngine> engine(const ModelConfig& c, Communicator* tp) {
   EngineOptions o;
   o.slots = 2;
@@ -48,6 +63,8 @@ std::unique_ptr<InferenceEngine> engine(const ModelConfig& c, Communicator* tp) 
   o.tp_comm = tp;
   auto e = std::make_unique<InferenceEngine>(c, cpu_backend(), nullptr, o);
   e->params().init(5);
+  for (const auto& [name, bias] : e->expert_biases())  // nonzero: they change the experts chosen
+    for (int64_t i = 0; i < bias.numel(); ++i) bias.f32()[i] = 0.4f * static_cast<float>(i % 3) - 0.3f;
   return e;
 }
 
@@ -102,6 +119,10 @@ TEST(InferenceTp, SampledGenerationMatchesOneRank) {
   EXPECT_EQ(mine, rank0);
 }
 TEST(InferenceTp, Gpt2StyleMatchesOneRank) { check_tp_matches_single(&gpt2_style); }
+TEST(InferenceTp, MixtureOfExpertsWithExpertBiasMatchesOneRank) {
+  ASSERT_FALSE(engine(moe_style(1), nullptr)->expert_biases().empty());
+  check_tp_matches_single(&moe_style);
+}
 
 }  // namespace
 }  // namespace mt::test
