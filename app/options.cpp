@@ -86,6 +86,8 @@ const std::vector<OptionSpec> kTable = {
     {"--exit-interval", T::integer, "", "stop after an iteration that is a multiple of this (skips the final evaluation)", "", "train"},
     {"--check-weight-hash-across-dp-replicas-interval", T::integer, "", "every N iterations, stop with an error unless all data-parallel replicas hold the same weights", "", "train"},
     {"--exit-duration-in-mins", T::real, "", "stop (saving first, with --save) after the first iteration that ends later than this many minutes after start", "", "train"},
+    {"--exit-signal-handler", T::flag, "", "on --exit-signal (any rank), finish the iteration on every rank, save (with --save) and exit 0", "", "train"},
+    {"--exit-signal", T::integer, "15", "the signal number --exit-signal-handler waits for (15: SIGTERM; 10: SIGUSR1, which mpirun forwards without ending the job)", "", "train"},
     {"--seed", T::integer, "1234", "random seed (train: init, dropout, data shuffle; generate: sampling)", "", "train,generate"},
     {"--calculate-per-token-loss", T::flag, "", "normalise the loss by the tokens of the global batch, not per micro-batch", "", "train"},
     // Data (data and tokenizer args).

@@ -223,6 +223,7 @@ TrainConfig train_config(const Options& o) {
   t.eval_iters = o.integer("--eval-iters");
   t.exit_interval = optional_integer(o, "--exit-interval");
   t.exit_duration_in_mins = optional_real(o, "--exit-duration-in-mins");
+  if (o.flag("--exit-signal-handler")) t.exit_signal = static_cast<int>(o.integer("--exit-signal"));
   t.check_weight_hash_interval = optional_integer(o, "--check-weight-hash-across-dp-replicas-interval");
   t.checkpoint.save_retain_interval = optional_integer(o, "--save-retain-interval");
   t.seed = static_cast<uint64_t>(o.integer("--seed"));

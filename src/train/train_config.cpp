@@ -2,6 +2,7 @@
 #include "train/train_config.h"
 
 #include <algorithm>
+#include <csignal>
 
 #include "base/error.h"
 
@@ -101,6 +102,8 @@ void TrainConfig::finalize() {
   MT_CHECK(!check_weight_hash_interval || *check_weight_hash_interval > 0)
       << "--check-weight-hash-across-dp-replicas-interval must be > 0 (got " << check_weight_hash_interval.value_or(0)
       << ")";
+  MT_CHECK(!exit_signal || (*exit_signal > 0 && *exit_signal < NSIG && *exit_signal != SIGKILL && *exit_signal != SIGSTOP))
+      << "--exit-signal " << exit_signal.value_or(0) << " is not a signal that can be handled";
   MT_CHECK(!exit_duration_in_mins || *exit_duration_in_mins > 0)
       << "--exit-duration-in-mins must be > 0 (got " << exit_duration_in_mins.value_or(0) << ")";
 

@@ -99,6 +99,9 @@ struct TrainConfig {
   // --exit-duration-in-mins: save (with --save) and stop after the first iteration that ends later
   // than this many minutes after the trainer was built, on every rank at the same iteration.
   std::optional<double> exit_duration_in_mins;
+  // --exit-signal-handler: this signal (--exit-signal, SIGTERM by default) on any rank makes every
+  // rank finish its iteration, save (with --save) and stop, as --exit-duration-in-mins does.
+  std::optional<int> exit_signal;
   // --check-weight-hash-across-dp-replicas-interval: every this many iterations, stop with an error
   // unless every data-parallel replica holds the same weights (experts: every expert-dp replica).
   std::optional<int64_t> check_weight_hash_interval;

@@ -464,6 +464,12 @@ void Trainer::check_weights_match_across_replicas() {
   }
 }
 
+bool Trainer::signalled_anywhere(const ExitSignalScope& signal) const {
+  double received = signal.received() ? 1.0 : 0.0;
+  groups_.world->all_reduce(TensorView(&received, DType::f64, {1}), ReduceOp::max);
+  return received > 0.0;
+}
+
 bool Trainer::out_of_time() const {
   double minutes = ms_since(built_) / 60000.0;
   groups_.world->all_reduce(TensorView(&minutes, DType::f64, {1}), ReduceOp::max);
@@ -498,6 +504,8 @@ TrainResult Trainer::run(const LogFn& log) {
   const std::string& save = config_.checkpoint.save;
   const int64_t interval_save = config_.checkpoint.save_interval;
   int64_t num_microbatches = config_.num_microbatches_at(consumed_train_samples_);
+  std::optional<ExitSignalScope> exit_signal;
+  if (config_.exit_signal) exit_signal.emplace(*config_.exit_signal);
   while (iteration_ < config_.iterations) {
     // training.py: a checkpoint when the batch schedule changes the micro-batch count, unless
     // this iteration was just saved.
@@ -561,7 +569,8 @@ TrainResult Trainer::run(const LogFn& log) {
     }
     // training.py::checkpoint_and_decide_exit: a save every --save-interval, and one on exit.
     const bool timed_out = config_.exit_duration_in_mins && out_of_time();
-    const bool exiting = config_.exit_after(st.iteration) || timed_out;
+    const bool signalled = exit_signal && signalled_anywhere(*exit_signal);
+    const bool exiting = config_.exit_after(st.iteration) || timed_out || signalled;
     if (!save.empty() && ((interval_save && st.iteration % interval_save == 0) || exiting)) {
       const auto save_start = Clock::now();
       save_logged(log);
@@ -569,8 +578,13 @@ TrainResult Trainer::run(const LogFn& log) {
     }
     if (exiting) {
       // Megatron leaves with sys.exit here, skipping the evaluations after training.
-      log(format_datetime_line(timed_out ? "exiting program after " + std::to_string(ms_since(built_) / 60000.0) + " minutes"
-                                         : "exiting program at iteration " + std::to_string(st.iteration)));
+      const std::string why =
+          signalled ? (*config_.exit_signal == SIGTERM ? "exiting program after receiving SIGTERM."
+                                                       : "exiting program after receiving signal " +
+                                                             std::to_string(*config_.exit_signal) + ".")
+          : timed_out ? "exiting program after " + std::to_string(ms_since(built_) / 60000.0) + " minutes"
+                      : "exiting program at iteration " + std::to_string(st.iteration);
+      log(format_datetime_line(why));
       for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();
       result.exited = true;
       return result;

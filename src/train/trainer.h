@@ -46,6 +46,7 @@
 #include "pipeline/executor.h"
 #include "plan/comm_volume.h"
 #include "plan/memory_plan.h"
+#include "train/exit_signal.h"
 #include "train/metrics.h"
 #include "train/run_context.h"
 #include "train/train_config.h"
@@ -158,6 +159,7 @@ class Trainer {
   // --exit-duration-in-mins: whether any rank has run longer than it (a MAX over the world, so
   // that every rank stops after the same iteration).
   bool out_of_time() const;
+  bool signalled_anywhere(const ExitSignalScope& signal) const;  // --exit-signal-handler: on any rank
   // load_checkpoint's schedule check (see there).
   void resume_schedule(const CheckpointManifest& saved, const std::string& dir);
   // Sums over the data-parallel group (every rank gets the total).

@@ -2,9 +2,11 @@
 // distributed optimizer, by world size) saved at iteration 5 and resumed under the same layout
 // reproduces the uninterrupted run bit for bit; loaded by each rank alone (tp = pp = dp = 1:
 // every piece reassembled into whole tensors) it continues on the single-rank curve within
-// rounding; and a single-rank checkpoint loads back into the parallel layout likewise.
+// rounding; and a single-rank checkpoint loads back into the parallel layout likewise. A run
+// stopped by --exit-signal-handler saves once and resumes bit for bit.
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 
 #include "ckpt/checkpoint_dir.h"
@@ -82,6 +84,37 @@ TEST(CheckpointLayouts, ParallelResumeIsBitExact) {
       EXPECT_EQ(got.iterations[i].loss, whole.iterations[i + 5].loss) << "iteration " << i + 6;
       EXPECT_EQ(got.iterations[i].grad_norm, whole.iterations[i + 5].grad_norm) << "iteration " << i + 6;
     }
+  }
+}
+
+// --exit-signal-handler: SIGTERM on one rank mid-run (the last, as it writes iteration 4's log
+// line) stops every rank after that iteration with one checkpoint, and the resume continues the
+// uninterrupted run bit for bit.
+TEST(CheckpointLayouts, SignalledRunSavesOnceAndResumesBitExact) {
+  SharedDir dir;
+  ModelConfig m = llama_style();
+  TrainConfig signalled = saving_run(dir.path(), 10), whole = saving_run("", 10), load = loading_run(dir.path(), 10);
+  signalled.checkpoint.save_interval = 0;  // the signal's is the only save
+  signalled.exit_signal = SIGTERM;
+  signalled.log_interval = 1;
+  load.checkpoint.ckpt_step.reset();  // the latest
+  for (TrainConfig* run : {&signalled, &whole, &load}) parallel_layout(m, *run);
+  const TrainResult want = Trainer(m, whole, &world()).run([](const std::string&) {});
+  const bool last = world().rank() == world().size() - 1;
+  const TrainResult stopped = Trainer(m, signalled, &world()).run([last](const std::string& line) {
+    if (last && line.find("iteration") != std::string::npos && line.find(" 4/") != std::string::npos) std::raise(SIGTERM);
+  });
+  EXPECT_TRUE(stopped.exited);
+  ASSERT_EQ(stopped.iterations.size(), 4u);
+  world().barrier();
+  EXPECT_EQ(read_latest_iteration(dir.path()), std::optional<int64_t>(4));
+  Trainer resumed(m, load, &world());
+  ASSERT_EQ(resumed.load_checkpoint(dir.path()), 4);
+  const TrainResult got = resumed.run([](const std::string&) {});
+  ASSERT_EQ(got.iterations.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(got.iterations[i].loss, want.iterations[i + 4].loss) << "iteration " << i + 5;
+    EXPECT_EQ(got.iterations[i].grad_norm, want.iterations[i + 4].grad_norm) << "iteration " << i + 5;
   }
 }
 

@@ -22,7 +22,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
       "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-global-batch-size", "--eval-interval", "--eval-iters",
-      "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--expert-model-parallel-size",
+      "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--exit-signal", "--exit-signal-handler", "--expert-model-parallel-size",
       "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
       "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory", "--log-progress", "--loss-scale",
