@@ -264,7 +264,15 @@ TEST(MoeModel, RefusesWhatCannotWork) {
   refused([](ModelConfig& c) { c.moe.layer_freq = "[1,0,1]"; }, "lists 3 layers");
   refused([](ModelConfig& c) { c.moe.layer_freq = "two"; }, "--moe-layer-freq");
   refused([](ModelConfig& c) { c.moe.expert_bias = true; }, "sigmoid");
-  refused([](ModelConfig& c) { c.tensor_model_parallel_size = 2; }, "--sequence-parallel");
+  {  // Training splits an MoE layer's tokens over tp first (--sequence-parallel); inference does not.
+    ModelConfig c = test::tiny_gpt(false, 9);
+    c.add_bias_linear = false;
+    c.moe.num_experts = 4;
+    c.tensor_model_parallel_size = 2;
+    ModelConfig model = c;
+    EXPECT_NO_THROW(model.finalize());
+    test::expect_error_mentioning([&] { training_layout(c, TrainConfig{}, 2, WorkspaceTarget{}); }, "--sequence-parallel");
+  }
   const auto sinkhorn = [](ModelConfig& c) {
     c.moe.load_balancing = MoeLoadBalancing::sinkhorn;
     c.moe.router.topk = 1;  // top-1 without pre-softmax: σ weights, accepted
