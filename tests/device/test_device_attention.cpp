@@ -194,6 +194,7 @@ struct AttnInputs {
     host_opts.rng = RngStream{1234 + seed, 77};
     host_opts.head_offset = c.head_offset;
     host_opts.total_heads = c.total_heads;
+    if (c.dropout > 0) host_opts.first_sample = 37;  // masks keyed by the global sample
     dev_opts = host_opts;
     if (!c.doc_starts.empty()) {
       key_start = doc_key_starts(h.b, h.s, c.doc_starts);

@@ -65,6 +65,24 @@ TEST(DeviceDropout, AddForward) {
   }
 }
 
+// Rows keyed by (sample, position) ([s, b, h] with b > 1: the CUDA kernel's per-row Philox blocks),
+// every form of the op, against the CPU bit for bit (masks) and within a rounding (values).
+TEST(DeviceDropout, RowsKeyedBySample) {
+  const RngStream rng{31, 7};
+  const int64_t S = 9, b = 3, h = 37;
+  const DropoutRows rows(1000, b, 2 * S, S);  // the second half of each sequence
+  DeviceCase dev;
+  HostTensor x = randn({S, b, h}, 6), res = randn({S, b, h}, 7), y = zeros({S, b, h}), mask = zeros({S, b, h}, DType::u8);
+  const TensorView y_dev = dev.poisoned(DType::f32, {S, b, h}), mask_dev = dev.poisoned(DType::u8, {S, b, h});
+  dropout_add_fwd(y.view(), mask.view(), x.view(), res.view(), 0.3f, rng, rows);
+  dropout_add_fwd(y_dev, mask_dev, dev.upload(x), dev.upload(res), 0.3f, rng, rows);
+  dev.expect_matches(mask_dev, mask, 0, 0, "dropout_add_fwd mask (rows)");
+  dev.expect_matches(y_dev, y, kAtol, kRtol, "dropout_add_fwd out (rows)");
+  const TensorView alone_dev = dev.poisoned(DType::u8, {S, b, h});
+  dropout_mask(alone_dev, 0.3f, rng, rows);
+  dev.expect_matches(alone_dev, mask, 0, 0, "dropout_mask (rows)");
+}
+
 // A shard drawn at its global offset reproduces its slice of the full tensor's mask on the device.
 TEST(DeviceDropout, ShardAtOffsetMatchesSliceOfFullMask) {
   const RngStream rng{5, 9};

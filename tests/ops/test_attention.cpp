@@ -158,7 +158,8 @@ RefAttention ref_attention(const Dims& m, const std::vector<double>& q, const st
         const double lse = mx + std::log(sum);
         a.lse[(j * m.n + h) * s + i] = lse;
         const size_t row = ((j * m.n + h) * s + i) * s;
-        const uint64_t rng_row = static_cast<uint64_t>(((j * total + o.head_offset + h) * s + i) * s);
+        const uint64_t rng_row =
+            static_cast<uint64_t>((((static_cast<int64_t>(o.first_sample) + j) * total + o.head_offset + h) * s + i) * s);
         const double* go = dout.data() + (i * m.b + j) * m.n * d + h * d;
         double* op = a.out.data() + (i * m.b + j) * m.n * d + h * d;
         double dsum = 0.0;
@@ -553,6 +554,7 @@ struct Fixture {
     opt.rng = RngStream{1234, 99};
     opt.head_offset = c.head_offset;
     opt.total_heads = c.total_heads;
+    opt.first_sample = 5;  // the masks' sample index (the formula's first_sample + j)
     if (c.dropout_p > 0.0f) mask = HostTensor(DType::u8, {c.m.b, c.m.n, c.m.s, c.m.s});
     if (!c.docs.empty()) {
       key_start = key_starts(c.m.b, c.m.s, c.docs);

@@ -45,6 +45,40 @@ TEST(Dropout, MaskFollowsRngRule) {
   check_mask_rule(16, rng.uniform(13 + 5), 13);
 }
 
+// Rows of [s, b, h] keyed by (sample, position): element (r, c) draws
+// rng.uniform(((first_sample + r % b)·S + first_position + r / b)·h + c), in every form of the op;
+// and a sample's rows draw the same bits whichever micro-batch (grouping) and position shard hold them.
+TEST(Dropout, RowsKeyedBySampleAndPosition) {
+  const RngStream rng{4321, 8};
+  const int64_t S = 12, b = 3, h = 37;  // h not a multiple of a Philox block
+  const float p = 0.4f;
+  const DropoutRows rows(100, b, S, 0);
+  HostTensor inp = randn({S, b, h}, 3), res = randn({S, b, h}, 4), out = zeros({S, b, h}), mask = zeros({S, b, h}, DType::u8);
+  HostTensor added = zeros({S, b, h}), added_mask = zeros({S, b, h}, DType::u8), alone = zeros({S, b, h}, DType::u8);
+  dropout_fwd(out.view(), mask.view(), inp.view(), p, rng, rows);
+  dropout_add_fwd(added.view(), added_mask.view(), inp.view(), res.view(), p, rng, rows);
+  dropout_mask(alone.view(), p, rng, rows);
+  int64_t mismatches = 0;
+  for (int64_t t = 0; t < S; ++t)
+    for (int64_t j = 0; j < b; ++j)
+      for (int64_t c = 0; c < h; ++c) {
+        const int64_t i = (t * b + j) * h + c;
+        const bool keep = rng.uniform(static_cast<uint64_t>(((100 + j) * S + t) * h + c)) >= p;
+        mismatches += (mask.u8()[i] != keep) + (added_mask.u8()[i] != keep) + (alone.u8()[i] != keep);
+        EXPECT_EQ(out.f32()[i], keep ? inp.f32()[i] * (1.0f / (1.0f - p)) : 0.0f);
+      }
+  EXPECT_EQ(mismatches, 0);
+  // Sample 101 alone (batch 1), its positions 6.. as a sequence-parallel shard: the same bits.
+  HostTensor shard = zeros({S / 2, 1, h}, DType::u8);
+  dropout_mask(shard.view(), p, rng, DropoutRows(101, 1, S, S / 2));
+  for (int64_t t = 0; t < S / 2; ++t)
+    for (int64_t c = 0; c < h; ++c)
+      EXPECT_EQ(shard.u8()[t * h + c], mask.u8()[((S / 2 + t) * b + 1) * h + c]) << "position " << S / 2 + t;
+  // Rows that do not fit the sequences are refused.
+  EXPECT_THROW(dropout_mask(alone.view(), p, rng, DropoutRows(0, b, S, 1)), Error);
+  EXPECT_THROW(dropout_mask(alone.view(), p, rng, DropoutRows(0, 5, S, 0)), Error);
+}
+
 // dropout_mask draws the very mask dropout_fwd saves (recomputation relies on it), p = 0 included.
 TEST(Dropout, MaskAloneEqualsForwardMask) {
   const RngStream rng{99, 3};
