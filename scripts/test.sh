@@ -12,7 +12,7 @@ ticks=0
 while kill -0 "$ctest_pid" 2>/dev/null; do
   sleep 5
   ((++ticks % 12)) && continue
-  ps --ppid "$ctest_pid" -o etimes=,args= | while read -r seconds command; do
+  { ps --ppid "$ctest_pid" -o etimes=,args= || true; } | while read -r seconds command; do  # ps fails when none runs
     if ((seconds >= 120)); then echo "[test.sh] still running after $((seconds / 60)) min: ${command:0:160}"; fi
   done
 done
