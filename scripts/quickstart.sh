@@ -17,7 +17,7 @@
 # checkpoint under out/quickstart/checkpoints (resume or reshard it with --load; see the user guide),
 # and `megatron generate` ends the job by continuing a prompt with it (a model this small writes
 # fortune-shaped nonsense). Megatron's mock-data run (no files) is in docs/user-guide.md.
-# MT_QUICKSTART_ITERS shortens the training (the docs test runs 40 iterations).
+# MT_QUICKSTART_ITERS sets the training length (300 iterations; the docs test runs 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase says what it does and how long it took on 2 cores of an AMD EPYC VM.
