@@ -259,8 +259,6 @@ const std::vector<Rule> kRules = {
     {"--yarn-*", {missing, kMla, planned}},
     {"--no-yarn-correction-range-round-to-int", {missing, kMla, planned}},
     {"--mtp-*", {missing, kMla, planned}},
-    {"--qk-layernorm", {missing, "QK layer norm (Qwen3)", planned}},
-    {"--apply-wd-to-qk-layernorm", {missing, "QK layer norm (Qwen3)", planned}},
     {"--tokenizer-*", {missing, kTokenizers, planned}},
     {"--no-tokenizer-*", {missing, kTokenizers, planned}},
     {"--disable-tokenizer-*", {missing, kTokenizers, planned}},

@@ -121,6 +121,7 @@ ModelConfig model_config(const Options& o) {
   c.normalization = o.text("--normalization") == "RMSNorm" ? Normalization::rmsnorm : Normalization::layernorm;
   c.norm_epsilon = static_cast<float>(o.real("--norm-epsilon"));
   c.layernorm_zero_centered_gamma = o.flag("--apply-layernorm-1p");
+  c.qk_layernorm = o.flag("--qk-layernorm");
   MT_CHECK(o.flag("--swiglu") + o.flag("--openai-gelu") + o.flag("--squared-relu") <= 1)
       << "--swiglu, --openai-gelu and --squared-relu exclude each other";
   c.activation = o.flag("--swiglu")         ? Activation::swiglu
@@ -272,6 +273,7 @@ TrainConfig train_config(const Options& o) {
   t.optimizer.adam_beta2 = static_cast<float>(o.real("--adam-beta2"));
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
   t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
+  t.optimizer.apply_wd_to_qk_layernorm = o.flag("--apply-wd-to-qk-layernorm");
   t.decoupled_lr = optional_real(o, "--decoupled-lr");
   t.decoupled_min_lr = optional_real(o, "--decoupled-min-lr");
   t.loss_scale.bf16 = o.flag("--bf16");

@@ -8,6 +8,8 @@ const std::vector<std::string>& layer_ledger_names() {
       "attention query",             // after RoPE
       "attention key",               // after RoPE
       "attention value",
+      "query and key norm inputs",      // --qk-layernorm: q and k before their norms
+      "query and key norm statistics",  // f32 per head and token
       "attention probabilities",     // unfused attention: softmax output, f32
       "attention probability mask",  // unfused attention with dropout: the dropped output is remade
       "attention log-sum-exp",       // flash attention: f32 per query and head
@@ -35,6 +37,8 @@ std::vector<LedgerEntry> layer_ledger(const LayerActivations& act) {
       {&act.attention.q},
       {&act.attention.k},
       {&act.attention.v},
+      {&act.attention.q_pre, &act.attention.k_pre},
+      {&act.attention.q_norm.mean, &act.attention.q_norm.rstd, &act.attention.k_norm.mean, &act.attention.k_norm.rstd},
       {&act.attention.probs},
       {&act.attention.probs_mask},
       {&act.attention.lse},

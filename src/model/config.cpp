@@ -264,7 +264,7 @@ std::string ModelConfig::summary() const {
     << num_attention_heads << " (query groups " << num_query_groups << ", head dim " << kv_channels << "), seq "
     << seq_length << ", vocab " << vocab_size << " (padded " << padded_vocab_size() << "), "
     << (normalization == Normalization::layernorm ? "LayerNorm" : "RMSNorm")
-    << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << ", "
+    << (layernorm_zero_centered_gamma ? " (1 + w)" : "") << (qk_layernorm ? ", QK norm" : "") << ", "
     << activation_name(activation)
     << ", " << position_embedding_name(position_embedding_type);
   if (position_embedding_type == PositionEmbedding::rope && rotary_percent < 1.0)

@@ -106,6 +106,10 @@ struct ModelConfig {
   // --apply-layernorm-1p (Megatron's layernorm_zero_centered_gamma): every norm scales by 1 + weight,
   // and its weights start at 0, so weight decay pulls the scale toward 1.
   bool layernorm_zero_centered_gamma = false;
+  // --qk-layernorm (Qwen3; Megatron's q_layernorm / k_layernorm): every query and key head is
+  // normalised over its head dim by the config's norm, with a weight [d] of its own per layer,
+  // before RoPE.
+  bool qk_layernorm = false;
   Activation activation = Activation::gelu;
   bool add_bias_linear = true;          // --disable-bias-linear clears it
   float hidden_dropout = 0.1f;          // --hidden-dropout

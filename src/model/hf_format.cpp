@@ -160,6 +160,8 @@ void check_hf_rope(const ModelConfig& c, const char* architecture) {
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
   MT_CHECK(!c.layernorm_zero_centered_gamma)
       << "a model trained with --apply-layernorm-1p (norms scale by 1 + weight) has no Hugging Face counterpart here";
+  MT_CHECK(!c.qk_layernorm) << "a model trained with --qk-layernorm (Qwen3's query and key norms) cannot be exported "
+                               "yet: Qwen3ForCausalLM is not among the architectures convert writes";
   if (c.moe.enabled()) {
     const MoeConfig& m = c.moe;
     const bool llama_like = c.normalization == Normalization::rmsnorm &&

@@ -7,39 +7,18 @@
 
 namespace mt {
 
-std::array<TensorView*, 17> LayerWeights::all() {
+std::array<TensorView*, 21> LayerWeights::all() {
   const auto a = attention.all();
   const auto m = mlp.all();
   const auto e = moe.all();
-  return {&input_norm.weight, &input_norm.bias, a[0], a[1], a[2], a[3], &mlp_norm.weight, &mlp_norm.bias,
-          m[0], m[1], m[2], m[3], e[0], e[1], e[2], e[3], e[4]};
+  return {&input_norm.weight, &input_norm.bias, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], &mlp_norm.weight,
+          &mlp_norm.bias, m[0], m[1], m[2], m[3], e[0], e[1], e[2], e[3], e[4]};
 }
 
-std::array<TensorView*, 9> LayerActivations::stored() {
-  return {&attention.q, &attention.k, &attention.v, &attention.context, &residual1, &mlp.fc1_out,
-          &moe.pre_act, &moe.shared.fc1_out, &out};
+std::array<TensorView*, 11> LayerActivations::stored() {
+  return {&attention.q_pre, &attention.k_pre, &attention.q, &attention.k, &attention.v, &attention.context,
+          &residual1, &mlp.fc1_out, &moe.pre_act, &moe.shared.fc1_out, &out};
 }
-
-namespace {
-
-NormStats alloc_norm_stats(Arena& a, const ModelConfig& c, int64_t rows) {
-  NormStats stats;
-  if (c.normalization == Normalization::layernorm) stats.mean = a.alloc(DType::f32, {rows});
-  stats.rstd = a.alloc(DType::f32, {rows});
-  return stats;
-}
-
-void norm_fwd(const ModelConfig& c, const TensorView& out, const NormStats& stats, const TensorView& x,
-              const NormWeights& w) {
-  norm_fwd(c, out, stats.mean, stats.rstd, x, w.weight, w.bias);
-}
-
-void norm_bwd(const ModelConfig& c, const TensorView& dx, const NormWeights& g, const TensorView& dout,
-              const TensorView& x, const NormWeights& w, const NormStats& stats) {
-  norm_bwd(c, dx, g.weight, g.bias, dout, x, w.weight, stats.mean, stats.rstd);
-}
-
-}  // namespace
 
 LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype,
                                          MlpKinds kinds, bool with_output) {

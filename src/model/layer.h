@@ -12,13 +12,10 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/mlp.h"
 #include "model/blocks/moe.h"
+#include "model/blocks/norm_act.h"
 #include "model/layer_context.h"
 
 namespace mt {
-
-struct NormWeights {
-  TensorView weight, bias;  // [h]; bias empty for RMSNorm
-};
 
 // One layer's weights (or gradients): this tensor-parallel rank's shards.
 struct LayerWeights {
@@ -27,12 +24,7 @@ struct LayerWeights {
   NormWeights mlp_norm;
   MlpWeights mlp;  // dense layers
   MoeWeights moe;  // MoE layers
-  std::array<TensorView*, 17> all();
-};
-
-struct NormStats {
-  TensorView mean;  // [Nl] f32 (LayerNorm only)
-  TensorView rstd;  // [Nl] f32
+  std::array<TensorView*, 21> all();
 };
 
 // Saved between forward and backward; shapes in [rows, features] (see LayerShape). The members
@@ -50,8 +42,8 @@ struct LayerActivations {
   TensorView mlp_drop_mask;   // [Nl, h] u8
   TensorView out;             // [Nl, h]  the layer output (next layer's input)
   // The activation-dtype members; the output comes last (kStoredOut).
-  std::array<TensorView*, 9> stored();
-  static constexpr size_t kStoredOut = 8;
+  std::array<TensorView*, 11> stored();
+  static constexpr size_t kStoredOut = 10;
 };
 
 // Scratch shared by all layers: transient outputs and backward temporaries (never saved).

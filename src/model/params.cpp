@@ -21,6 +21,10 @@ bool is_embedding_or_output(const Param& p) {
   return p.name == "embedding.word_embeddings.weight" || p.name == "output_layer.weight";
 }
 
+bool is_qk_layernorm(const Param& p) {
+  return p.name.find(".q_layernorm.") != std::string::npos || p.name.find(".k_layernorm.") != std::string::npos;
+}
+
 std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range) {
   const int64_t h = c.hidden_size, v = c.padded_vocab_size();
   const bool layernorm = c.normalization == Normalization::layernorm;
@@ -29,10 +33,13 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
   auto add = [&](std::string name, Shape shape, InitKind init, ShardSpec shard = {}) {
     specs.push_back({std::move(name), shape, init, shard});
   };
-  auto add_norm = [&](const std::string& prefix) {
-    add(prefix + ".weight", {h}, c.layernorm_zero_centered_gamma ? InitKind::zeros : InitKind::ones);
-    if (layernorm) add(prefix + ".bias", {h}, InitKind::zeros);
-    for (size_t i = specs.size() - (layernorm ? 2 : 1); i < specs.size(); ++i) specs[i].sequence_parallel = c.sequence_parallel;
+  // A norm's weights are whole on every tensor-parallel rank; `partial` when each rank computes
+  // it on its own part of the rows (a sequence shard, its own heads), so the gradient is summed
+  // over the tp group.
+  auto add_norm = [&](const std::string& prefix, int64_t width, bool partial) {
+    add(prefix + ".weight", {width}, c.layernorm_zero_centered_gamma ? InitKind::zeros : InitKind::ones);
+    if (layernorm) add(prefix + ".bias", {width}, InitKind::zeros);
+    for (size_t i = specs.size() - (layernorm ? 2 : 1); i < specs.size(); ++i) specs[i].partial_over_tp = partial;
   };
   // Column-parallel: output rows split (in `blocks` blocks: SwiGLU's gate and up halves each split
   // t ways, so every rank holds matching halves); row-parallel: input columns split, bias whole.
@@ -51,7 +58,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
   auto add_moe = [&](const std::string& p) {
     const int64_t E = c.moe.num_experts, gated = c.activation == Activation::swiglu ? 2 : 1;
     add(p + "router.weight", {E, h}, InitKind::normal);
-    specs.back().sequence_parallel = c.sequence_parallel;
+    specs.back().partial_over_tp = c.sequence_parallel;
     add(p + "experts.linear_fc1.weight", {E, c.moe_fc1_size(), h}, InitKind::normal, {1, gated});
     specs.back().expert = true;
     add(p + "experts.linear_fc2.weight", {E, h, c.moe.ffn_hidden_size}, InitKind::scaled_normal, {2, 1});
@@ -71,12 +78,16 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
   }
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     const std::string p = layer_prefix(i);
-    add_norm(p + "input_layernorm");
+    add_norm(p + "input_layernorm", h, c.sequence_parallel);
     // The fused QKV rows are grouped by query group, so t contiguous row blocks give each rank
     // g/t whole groups with their query heads.
     add_column_parallel(p + "self_attention.linear_qkv", c.qkv_size(), h, InitKind::normal, 1);
+    if (c.qk_layernorm) {  // each rank normalises its own heads (Megatron's finalize_model_grads sums them)
+      add_norm(p + "self_attention.q_layernorm", c.kv_channels, true);
+      add_norm(p + "self_attention.k_layernorm", c.kv_channels, true);
+    }
     add_row_parallel(p + "self_attention.linear_proj", h, c.attention_size(), InitKind::scaled_normal);
-    add_norm(p + "pre_mlp_layernorm");
+    add_norm(p + "pre_mlp_layernorm", h, c.sequence_parallel);
     if (c.mlp_kind(i) == MlpKind::moe) {
       add_moe(p + "mlp.");
       continue;
@@ -86,7 +97,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& c, const StageRange& range
     add_row_parallel(p + "mlp.linear_fc2", h, c.ffn_hidden_size, InitKind::scaled_normal);
   }
   if (!range.head) return specs;
-  add_norm("decoder.final_layernorm");
+  add_norm("decoder.final_layernorm", h, c.sequence_parallel);
   if (c.untie_embeddings_and_output_weights) {
     add("output_layer.weight", {v, h}, InitKind::normal, rows);
   } else if (!range.embedding) {
@@ -180,7 +191,7 @@ ParamStore::ParamStore(const ModelConfig& config, StageRange range, Backend& bac
     const BufferRange at = layout_.params[i];
     params_.push_back({s.name, values.rows(at.start, at.numel()).reshape(local),
                        grad_buffer_.rows(at.start, at.numel()).reshape(local), s.init, is_decayed(s), s.shape,
-                       split.shard, split.size, split.rank, split.offset(s.shape), s.sequence_parallel && t > 1,
+                       split.shard, split.size, split.rank, split.offset(s.shape), s.partial_over_tp && t > 1,
                        s.shared_embedding, s.shared_embedding && !range.embedding, at.start, s.expert});
   }
   // Parameters are registered embedding, layer by layer, head: find where each group starts.
@@ -280,7 +291,9 @@ GptTensors gpt_tensors(const ModelConfig& c, const StageRange& range,
     LayerWeights l;
     l.input_norm = {find(p + "input_layernorm.weight"), find(p + "input_layernorm.bias")};
     l.attention = {find(p + "self_attention.linear_qkv.weight"), find(p + "self_attention.linear_qkv.bias"),
-                   find(p + "self_attention.linear_proj.weight"), find(p + "self_attention.linear_proj.bias")};
+                   find(p + "self_attention.linear_proj.weight"), find(p + "self_attention.linear_proj.bias"),
+                   {find(p + "self_attention.q_layernorm.weight"), find(p + "self_attention.q_layernorm.bias")},
+                   {find(p + "self_attention.k_layernorm.weight"), find(p + "self_attention.k_layernorm.bias")}};
     l.mlp_norm = {find(p + "pre_mlp_layernorm.weight"), find(p + "pre_mlp_layernorm.bias")};
     l.mlp = {find(p + "mlp.linear_fc1.weight"), find(p + "mlp.linear_fc1.bias"), find(p + "mlp.linear_fc2.weight"),
              find(p + "mlp.linear_fc2.bias")};

@@ -28,7 +28,7 @@ struct ParamSpec {
   Shape shape;  // whole
   InitKind init;
   ShardSpec shard;  // over tp; for expert weights see ShardRanks::of
-  bool sequence_parallel = false;
+  bool partial_over_tp = false;  // see Param::partial_over_tp
   bool shared_embedding = false;
   // A routed expert's weight [E, out, in]: split over the expert-parallel ranks (experts) or the
   // expert tensor-parallel ranks (its ShardSpec), its gradient reduced over expert-dp.
@@ -87,6 +87,8 @@ struct Param;
 // The word embedding (either stage's copy) or the output layer: Megatron's
 // is_embedding_or_output_parameter, which --decoupled-lr applies to.
 bool is_embedding_or_output(const Param& p);
+// A query or key norm's weight or bias (--qk-layernorm), which --apply-wd-to-qk-layernorm decays.
+bool is_qk_layernorm(const Param& p);
 
 struct Param {
   std::string name;  // Megatron-Core name, e.g. decoder.layers.0.self_attention.linear_qkv.weight
@@ -98,9 +100,10 @@ struct Param {
   ShardSpec shard;           // how it is split over shard_size ranks, this one shard_rank
   int shard_size = 1, shard_rank = 0;  // the tensor-parallel group (dense) or etp (experts)
   int64_t shard_offset = 0;  // where value/grad start in that shard (experts: this ep rank's experts)
-  // Held whole by every tp rank but computed on s/t tokens under --sequence-parallel (the norms):
-  // the gradient is a partial sum until it is all-reduced over the tp group.
-  bool sequence_parallel = false;
+  // Held whole by every tp rank but computed on part of the rows (the norms on s/t tokens under
+  // --sequence-parallel, the query and key norms on each rank's heads): the gradient is a partial
+  // sum until it is all-reduced over the tp group.
+  bool partial_over_tp = false;
   // The tied word embedding when the embedding and the output layer live on different stages:
   // the first stage's copy and the last stage's (its output layer). Their gradients are summed
   // over the embedding group so the copies stay identical (by the pipeline's gradient sync).

@@ -62,7 +62,7 @@ void DataParallelSync::finish_param(size_t i) {
   if (param_done_[i]) return;
   param_done_[i] = true;
   const Param& p = params_.params()[i];
-  if (active(tp_) && p.sequence_parallel) tp_->all_reduce(p.grad, ReduceOp::sum);
+  if (active(tp_) && p.partial_over_tp) tp_->all_reduce(p.grad, ReduceOp::sum);
   const size_t bucket = static_cast<size_t>(params_.layout().param_bucket[i]);
   if (--bucket_left_[bucket] == 0) start_bucket(bucket);
 }

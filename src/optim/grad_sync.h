@@ -46,8 +46,8 @@ class DataParallelSync {
   // it finishes (grads_ready) are final. A no-op without overlap.
   void start_last_micro_batch();
   // The Stage's GradsReady callback: these parameters' gradients are complete for this backward.
-  // After start_last_micro_batch, their sequence-parallel gradients are all-reduced over tp at once
-  // and every bucket they complete starts its dp reduction; otherwise nothing happens.
+  // After start_last_micro_batch, their partial gradients (Param::partial_over_tp) are all-reduced
+  // over tp at once and every bucket they complete starts its dp reduction; otherwise nothing happens.
   void grads_ready(ParamStore::IndexRange params);
   // Completes the reduction of every gradient (whatever has not started yet, then waits):
   // 1. parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced

@@ -17,6 +17,12 @@ double norm_over(double local_sum, Communicator* model_parallel) {
   return std::sqrt(local_sum);
 }
 
+// Megatron's rule: biases and 1-D parameters do not decay, unless --apply-wd-to-qk-layernorm makes
+// an exception of the query and key norms.
+bool decays(const Param& p, const OptimizerConfig& config) {
+  return p.weight_decay || (config.apply_wd_to_qk_layernorm && is_qk_layernorm(p));
+}
+
 }  // namespace
 
 double grad_norm(const std::vector<Param>& params, Communicator* model_parallel) {
@@ -177,7 +183,7 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
     // f32 parameters are their own master copy; 16-bit ones receive the updated master's rounding.
     (embedding_or_output_lr && is_embedding_or_output(*s.param) ? decoupled_update_ : update_)
         .push_back({s.main.empty() ? value : s.main, grad_of(s), s.m, s.v, s.main.empty() ? TensorView() : value,
-                    s.param->weight_decay ? weight_decay : 0.0f});
+                    decays(*s.param, config) ? weight_decay : 0.0f});
   }
   adamw_update_multi(update_, hp);
   if (!decoupled_update_.empty()) {

@@ -24,6 +24,8 @@ struct OptimizerConfig {
   float adam_beta2 = 0.999f;
   float adam_eps = 1e-8f;
   float clip_grad = 1.0f;      // --clip-grad; 0 disables clipping
+  // --apply-wd-to-qk-layernorm (Qwen3-Next): the query and key norms' weights and biases decay too.
+  bool apply_wd_to_qk_layernorm = false;
 };
 
 // L2 norm of all gradients of the model, each parameter counted once: sums of squares in

@@ -19,7 +19,9 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
   const int64_t n = c.num_attention_heads / t, g = c.num_query_groups / t;  // this rank's heads and groups
   const int64_t a = static_cast<int64_t>(dtype_size(c.params_dtype));      // bytes per stored activation
   const int64_t N = s * b, Nl = N / sp;                                     // tokens; this rank's under SP
-  const int64_t norm_stats = (c.normalization == Normalization::layernorm ? 2 : 1) * 4 * Nl;
+  const int64_t stats_per_row = (c.normalization == Normalization::layernorm ? 2 : 1) * 4;
+  const int64_t norm_stats = stats_per_row * Nl;
+  const int64_t qk_heads = c.qk_layernorm ? n + g : 0;  // heads whose rows --qk-layernorm normalises
   const bool unfused = c.attention_impl == AttentionImpl::unfused;
   const int64_t drop_mask = c.hidden_dropout > 0.0f ? Nl * h : 0;  // none without dropout
   const bool fc1_kept = !(c.recompute_granularity == RecomputeGranularity::selective && c.recompute_mlp);
@@ -45,6 +47,8 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
       a * N * n * d,
       a * N * g * d,
       a * N * g * d,
+      a * N * qk_heads * d,
+      stats_per_row * N * qk_heads,
       unfused ? 4 * b * n * s * s : 0,
       unfused && c.attention_dropout > 0 ? b * n * s * s : 0,
       unfused ? 0 : 4 * b * n * s,

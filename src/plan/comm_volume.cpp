@@ -194,13 +194,13 @@ void gradient_sync_chunk(Terms& terms, const TrainingLayout& layout, const Stage
   const int t = static_cast<int>(c.tensor_model_parallel_size);
   const std::vector<ParamSpec> all = param_specs(c, range);
   const std::vector<ParamSpec> specs = param_subset(all, ParamSet::dense), experts = param_subset(all, ParamSet::experts);
-  // Parameters computed on s/t tokens under sp (the norms, an MoE layer's router and experts: every
-  // tp rank holds them whole) have partial gradients: each is all-reduced over tp (f32), one call
-  // per parameter.
+  // Parameters every tp rank holds whole but computes on its part of the rows (under sp the norms
+  // and an MoE layer's router on s/t tokens; the query and key norms on its own heads) have partial
+  // gradients: each is all-reduced over tp (f32), one call per parameter.
   if (t > 1)
     for (const ParamSpec& s : specs)
-      if (s.sequence_parallel) terms.add(CommGroup::tp, "sequence-parallel gradients", all_reduce, 1,
-                                         4 * shard_sizes(c).of(s).local(s.shape).numel());
+      if (s.partial_over_tp) terms.add(CommGroup::tp, "partial norm and router gradients", all_reduce, 1,
+                                       4 * shard_sizes(c).of(s).local(s.shape).numel());
   // Every bucket of the f32 gradient buffer (padding included) over dp: all-reduced, or under the
   // distributed optimizer reduce-scattered (the whole bucket in) over the optimizer instance and,
   // with several instances, the rank's reduced shard all-reduced across them. The same calls with

@@ -25,6 +25,7 @@ nlohmann::json model_signature(const ModelConfig& c) {
           {"vocab_size", c.vocab_size}};
   if (c.moe.enabled()) j["moe"] = moe_signature(c.moe);
   if (c.layernorm_zero_centered_gamma) j["layernorm_zero_centered_gamma"] = true;  // absent: as before
+  if (c.qk_layernorm) j["qk_layernorm"] = true;
   return j;
 }
 
@@ -128,6 +129,7 @@ void apply_model_record(const nlohmann::json& m, const std::string& where, Model
     c.vocab_size = m.at("vocab_size").get<int64_t>();
     if (m.contains("norm_epsilon")) c.norm_epsilon = m.at("norm_epsilon").get<float>();
     c.layernorm_zero_centered_gamma = m.value("layernorm_zero_centered_gamma", false);
+    c.qk_layernorm = m.value("qk_layernorm", false);
     if (m.contains("rotary_base")) c.rotary_base = m.at("rotary_base").get<double>();
     // Checkpoints written before --rotary-percent and --rotary-interleaved existed rotated whole heads
     // in the rotate-half form.

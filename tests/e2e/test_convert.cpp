@@ -348,6 +348,16 @@ TEST(Convert, UnsupportedModelsAndBadInputsAreRefused) {
     t.run([](const std::string&) {});
   }
   refused("megatron", "hf", dir.file("hybrid"), "no Hugging Face counterpart");
+  // Nor (yet) the query and key norms; resharding keeps them.
+  ModelConfig qk_norm = llama_style();
+  qk_norm.qk_layernorm = true;
+  {
+    Trainer t(qk_norm, short_run(qk_norm, dir.file("qk_norm"), 1));
+    t.run([](const std::string&) {});
+  }
+  refused("megatron", "hf", dir.file("qk_norm"), "--qk-layernorm");
+  convert("megatron", "megatron", dir.file("qk_norm"), dir.file("qk_norm-tp2"), 2);
+  EXPECT_TRUE(CheckpointReader(dir.file("qk_norm-tp2"), std::nullopt).manifest().model.at("qk_layernorm").get<bool>());
   // Import: options we do not implement, tensors we have no place for, shapes that disagree.
   refused("hf", "megatron",
           edited_fixture(dir, "llama", [](nlohmann::json& c) { c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }),

@@ -37,6 +37,7 @@ ModelConfig config_from_fixture(const SafetensorsFile& f) {
       f.meta("position_embedding_type") == "rope" ? PositionEmbedding::rope : PositionEmbedding::learned_absolute;
   c.rotary_base = real("rotary_base");
   c.untie_embeddings_and_output_weights = f.meta("untie_embeddings_and_output_weights") == "true";
+  c.qk_layernorm = f.metadata().count("qk_layernorm") && f.meta("qk_layernorm") == "true";
   c.hidden_dropout = 0.0f;
   c.attention_dropout = 0.0f;
   c.finalize();
@@ -140,6 +141,10 @@ void run_reference_state(const std::string& fixture, AttentionImpl impl) {
 
 TEST(ReferenceState, Gpt2StyleMatchesPyTorch) { run_reference_state("ref_gpt2.safetensors", AttentionImpl::flash); }
 TEST(ReferenceState, LlamaStyleMatchesPyTorch) { run_reference_state("ref_llama.safetensors", AttentionImpl::flash); }
+// --qk-layernorm (Qwen3's per-head RMSNorm before RoPE), head dim 12 with hidden 32 and 4 heads.
+TEST(ReferenceState, Qwen3StyleQkLayernormMatchesPyTorch) {
+  run_reference_state("ref_qwen3.safetensors", AttentionImpl::flash);
+}
 TEST(ReferenceState, Gpt2StyleUnfusedAttentionMatchesPyTorch) {
   run_reference_state("ref_gpt2.safetensors", AttentionImpl::unfused);
 }

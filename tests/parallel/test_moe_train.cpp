@@ -139,5 +139,25 @@ TEST(MoeTrain, ExpertTensorParallelMatchesSingleRank) {
   }
 }
 
+// A Qwen3-MoE-shaped toy: query and key norms (--qk-layernorm), softmax top-2 of 8 experts
+// renormalised over the chosen two (Megatron's default, Hugging Face's norm_topk_prob), an f32
+// router, the alltoall dispatcher and the auxiliary loss; under ep 2, then attention over tp 2 + sp
+// with experts over ep 2 × etp 1 (folding; 2 ranks: ep inside tp), and on 4 ranks ep 2 × pp 2.
+TEST(MoeTrain, Qwen3MoeShapedMatchesSingleRank) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  ModelConfig m = moe_style();
+  m.qk_layernorm = true;
+  m.moe.num_experts = 8;
+  m.moe.router_fp32 = true;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  m.moe.expert_model_parallel_size = 2;
+  expect_same_curve(m, 1, false);
+  expect_same_curve(m, 2, true);
+  if (world().size() != 4) return;
+  TrainConfig run = short_run();
+  run.pipeline.pp = 2;
+  expect_same_curve(m, 1, false, run);
+}
+
 }  // namespace
 }  // namespace mt::test

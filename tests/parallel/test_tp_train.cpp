@@ -18,6 +18,17 @@ TEST(TpTrain, LlamaStyleSequenceParallelMatchesSingleRank) { expect_same_curve(l
 // Packed documents (--reset-position-ids --reset-attention-mask): every rank takes the whole
 // [b, s] positions and document starts (the embedding and RoPE run on all tokens, attention on
 // the full sequence of its heads). Sequences of 64 so that some samples hold an EOD.
+// --qk-layernorm: each rank normalises its own heads with the whole q/k norm weights, whose
+// partial gradients are summed over tp (Megatron's finalize_model_grads does the same); RMSNorm
+// with RoPE, with and without sp, and LayerNorm with its biases.
+TEST(TpTrain, QkLayernormMatchesSingleRank) {
+  ModelConfig llama = llama_style(), gpt2 = gpt2_style();
+  llama.qk_layernorm = gpt2.qk_layernorm = true;
+  expect_same_curve(llama, world().size(), false);
+  expect_same_curve(llama, world().size(), true);
+  expect_same_curve(gpt2, world().size(), true);
+}
+
 TEST(TpTrain, DocumentMasksMatchSingleRank) {
   TrainConfig run = short_run();
   run.reset_position_ids = run.reset_attention_mask = true;

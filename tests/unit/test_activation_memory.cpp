@@ -91,6 +91,7 @@ TEST(ActivationMemory, TheFormulaIsTheLedgerAcrossConfigurations) {
                     c.hidden_size = 48;
                     c.num_attention_heads = 8;
                     c.num_query_groups = groups;
+                    c.qk_layernorm = groups == 2;  // the query and key norms' inputs and statistics
                     c.seq_length = 12;
                     c.vocab_size = 100;
                     c.normalization = norm;
@@ -226,8 +227,9 @@ TEST(ActivationMemory, AStagesActivationBytesAreTheFormulas) {
         for (const int slots : {1, 3}) {
           ModelConfig c = four_layers(granularity, group == 1 ? RecomputeMethod::block : RecomputeMethod::uniform,
                                       group, group == 1 ? Normalization::layernorm : Normalization::rmsnorm);
-          if (moe) {  // MoE and dense layers mixed, so pool entries serve both kinds
+          if (moe) {  // MoE and dense layers mixed, so pool entries serve both kinds; and QK norms
             c.add_bias_linear = false;
+            c.qk_layernorm = true;
             c.moe.num_experts = 4;
             c.moe.layer_freq = "[1,1,0,1]";
             c.moe.aux_loss_coeff = 1e-2;

@@ -384,6 +384,34 @@ TEST(TrainLoop, ZeroCenteredNormsTrainAsThePlainModel) {
   }
 }
 
+// --qk-layernorm's norms are 1-D, so they do not decay, unless --apply-wd-to-qk-layernorm: then
+// one step moves their weights (1 at init) by exactly the decay more, and nothing else changes.
+TEST(TrainLoop, ApplyWdToQkLayernormDecaysOnlyTheQueryAndKeyNorms) {
+  ModelConfig m = tiny_model();
+  m.qk_layernorm = true;
+  TrainConfig plain = tiny_train(2, 2, 1);
+  plain.schedule.weight_decay = 0.5;
+  TrainConfig decayed = plain;
+  decayed.optimizer.apply_wd_to_qk_layernorm = true;
+  Trainer a(m, plain), b(m, decayed);
+  const IterationStats step = a.train_step();
+  b.train_step();
+  ASSERT_GT(step.lr * step.weight_decay, 1e-4);  // a decay step large enough to see
+  int qk_norm_weights = 0;
+  for (const Param& p : a.model().params().params()) {
+    const TensorView other = b.model().params().get(p.name).value;
+    const bool decays = is_qk_layernorm(p) && p.name.find(".weight") != std::string::npos;
+    qk_norm_weights += decays;
+    for (int64_t i = 0; i < p.value.numel(); ++i) {
+      if (decays)
+        EXPECT_NEAR(other.f32()[i] - p.value.f32()[i], -step.lr * step.weight_decay, 1e-7) << p.name;
+      else
+        EXPECT_EQ(other.f32()[i], p.value.f32()[i]) << p.name;  // LayerNorm's biases are 0: nothing to decay
+    }
+  }
+  EXPECT_EQ(qk_norm_weights, 2 * m.num_layers);
+}
+
 // --position-embedding-type none: no position table and no RoPE, so the first step is the learned-
 // position model's whose table is zero, bit for bit, with that table's elements fewer.
 TEST(TrainLoop, NoPositionEmbeddingIsTheModelWithAZeroTable) {

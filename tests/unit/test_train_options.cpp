@@ -18,6 +18,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
   const std::vector<std::string> expected = {
       "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps", "--apply-layernorm-1p",
+      "--apply-wd-to-qk-layernorm",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--check-weight-hash-across-dp-replicas-interval", "--ckpt-step",
       "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
@@ -44,7 +45,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--num-virtual-stages-per-pipeline-rank", "--openai-gelu", "--overlap-grad-reduce",
       "--overlap-param-gather", "--override-opt-param-scheduler", "--override-opt_param-scheduler",
       "--pipeline-model-parallel-layout", "--pipeline-model-parallel-size", "--position-embedding-type", "--print-config", "--profile-ops",
-      "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
+      "--qk-layernorm", "--recompute-activations", "--recompute-granularity", "--recompute-method", "--recompute-modules",
       "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids", "--rotary-base",
       "--rotary-interleaved", "--rotary-percent", "--save",
       "--save-interval", "--save-retain-interval", "--seed", "--seq-length", "--sequence-parallel", "--split",

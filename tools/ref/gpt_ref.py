@@ -15,7 +15,7 @@ stored as float32 (inputs as int32).  Output is byte-for-byte deterministic.
 
 Run (needs Debian's python3-torch; the pyenv python has no torch):
   /usr/bin/python3 tools/ref/gpt_ref.py --config gpt2 --out tests/golden/ref_gpt2.safetensors
-  /usr/bin/python3 tools/ref/gpt_ref.py --all tests/golden   # both configs
+  /usr/bin/python3 tools/ref/gpt_ref.py --all tests/golden   # every config
 """
 import argparse, json, math, os, struct
 
@@ -39,6 +39,12 @@ CONFIGS = {
                   normalization="RMSNorm", norm_epsilon=1e-6, activation="swiglu",
                   add_bias_linear=False, position_embedding_type="rope",
                   untie_embeddings_and_output_weights=True),
+    # Qwen3's attention: RMSNorm on every query and key head before RoPE (--qk-layernorm), with a
+    # head dim that is not hidden / heads.
+    "qwen3": dict(BASE, seed=9012, num_query_groups=2, kv_channels=12, ffn_hidden_size=48,
+                  normalization="RMSNorm", norm_epsilon=1e-6, activation="swiglu",
+                  add_bias_linear=False, position_embedding_type="rope",
+                  untie_embeddings_and_output_weights=True, qk_layernorm=True),
 }
 STEPS = 10
 
@@ -53,10 +59,10 @@ def param_shapes(c):
     if c["position_embedding_type"] == "learned_absolute":
         out.append(("embedding.position_embeddings.weight", (c["max_position_embeddings"], h), "mat"))
 
-    def norm(name):
-        out.append((name + ".weight", (h,), "norm_w"))
+    def norm(name, width=h):
+        out.append((name + ".weight", (width,), "norm_w"))
         if ln:
-            out.append((name + ".bias", (h,), "norm_b"))
+            out.append((name + ".bias", (width,), "norm_b"))
 
     def linear(name, o, i):
         out.append((name + ".weight", (o, i), "mat"))
@@ -67,6 +73,9 @@ def param_shapes(c):
         p = f"decoder.layers.{i}."
         norm(p + "input_layernorm")
         linear(p + "self_attention.linear_qkv", g * (n // g + 2) * d, h)
+        if c.get("qk_layernorm"):
+            norm(p + "self_attention.q_layernorm", d)
+            norm(p + "self_attention.k_layernorm", d)
         linear(p + "self_attention.linear_proj", h, n * d)
         norm(p + "pre_mlp_layernorm")
         linear(p + "mlp.linear_fc1", fc1_out, h)
@@ -125,6 +134,8 @@ def attention(P, prefix, x, c):
     qkv = linear(P, prefix + "linear_qkv", x).reshape(s, b, g, n // g + 2, d)
     q = qkv[:, :, :, : n // g].reshape(s, b, n, d)   # head hq = group*(n/g) + j
     k, v = qkv[:, :, :, n // g], qkv[:, :, :, n // g + 1]  # [s, b, g, d]
+    if c.get("qk_layernorm"):  # each head's d values, before RoPE
+        q, k = norm(P, prefix + "q_layernorm", q, c), norm(P, prefix + "k_layernorm", k, c)
     if c["position_embedding_type"] == "rope":
         cos, sin = rope_cos_sin(c, s)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
@@ -236,6 +247,11 @@ def self_checks(P, tokens, labels, c, grads, traj_losses, traj_P):
             q = qkv[:, bi, grp * per_group + j * d: grp * per_group + (j + 1) * d]
             k = qkv[:, bi, grp * per_group + (n // g) * d: grp * per_group + (n // g + 1) * d]
             v = qkv[:, bi, grp * per_group + (n // g + 1) * d: grp * per_group + per_group]
+            if c.get("qk_layernorm"):  # RMSNorm written out: x / sqrt(mean(x^2) + eps) * w
+                def rms(t, name):
+                    w = P["decoder.layers.0.self_attention." + name + ".weight"]
+                    return t / torch.sqrt((t * t).mean(-1, keepdim=True) + c["norm_epsilon"]) * w
+                q, k = rms(q, "q_layernorm"), rms(k, "k_layernorm")
             if c["position_embedding_type"] == "rope":  # complex form: pair (i, i + d/2)
                 def rot(t):
                     z = torch.complex(t[:, : d // 2], t[:, d // 2:])
@@ -257,7 +273,8 @@ def self_checks(P, tokens, labels, c, grads, traj_losses, traj_P):
         # Central finite differences on the largest-gradient entry of several params.
         names = [nm for nm in P if "layers.1.self_attention.linear_qkv.weight" in nm
                  or "layers.0.mlp.linear_fc1.weight" in nm or "final_layernorm.weight" in nm
-                 or "word_embeddings" in nm or "layers.0.input_layernorm.weight" in nm]
+                 or "word_embeddings" in nm or "layers.0.input_layernorm.weight" in nm
+                 or "layers.1.self_attention.k_layernorm.weight" in nm]
         if c["add_bias_linear"]:
             names.append("decoder.layers.1.mlp.linear_fc2.bias")
         h = 1e-5

@@ -31,6 +31,41 @@ AttentionOptions attention_options(const LayerContext& ctx) {
 // [rows, features] viewed as [s, b, features], the layout the attention ops take.
 TensorView sbh(const LayerContext& ctx, const TensorView& t) { return t.reshape({ctx.shape.s, ctx.shape.b, t.dim(1)}); }
 
+// --qk-layernorm normalises the query and key heads between the split and RoPE. Rather than a
+// kernel of its own, the fused qkv is split without rotation, the heads normalised, and the
+// result fused back into qkv, which the usual split then rotates: two more elementwise passes over
+// qkv, and every backend already has the ops. saved.q and saved.k hold the normalised heads until
+// that split overwrites them.
+void qk_norm_fwd(const LayerContext& ctx, const AttentionWeights& w, const AttentionSaved& saved,
+                 const AttentionScratch& sc) {
+  const ModelConfig& c = *ctx.config;
+  const TensorView qkv = sbh(ctx, sc.qkv);
+  qkv_split_rope_fwd(saved.q_pre, saved.k_pre, saved.v, qkv, TensorView(), TensorView());
+  norm_fwd(c, saved.q, saved.q_norm, saved.q_pre, w.q_norm);
+  norm_fwd(c, saved.k, saved.k_norm, saved.k_pre, w.k_norm);
+  ctx.round(saved.q);
+  ctx.round(saved.k);
+  zero(sc.qkv);
+  qkv_split_rope_bwd(qkv, saved.q, saved.k, saved.v, TensorView(), TensorView());
+}
+
+// The backward of qk_norm_fwd: sc.qkv holds the gradient of the fused normalised heads on entry and
+// of the fused qkv on exit; sc.dq, dk, dv are overwritten.
+void qk_norm_bwd(const LayerContext& ctx, const AttentionWeights& w, const AttentionWeights& g,
+                 const AttentionSaved& saved, const AttentionScratch& sc) {
+  const ModelConfig& c = *ctx.config;
+  const TensorView qkv = sbh(ctx, sc.qkv);
+  qkv_split_rope_fwd(sc.dq, sc.dk, sc.dv, qkv, TensorView(), TensorView());
+  zero(sc.dq_pre);
+  zero(sc.dk_pre);
+  norm_bwd(c, sc.dq_pre, g.q_norm, sc.dq, saved.q_pre, w.q_norm, saved.q_norm);
+  norm_bwd(c, sc.dk_pre, g.k_norm, sc.dk, saved.k_pre, w.k_norm, saved.k_norm);
+  ctx.round(sc.dq_pre);
+  ctx.round(sc.dk_pre);
+  zero(sc.qkv);
+  qkv_split_rope_bwd(qkv, sc.dq_pre, sc.dk_pre, sc.dv, TensorView(), TensorView());
+}
+
 }  // namespace
 
 AttentionSaved alloc_attention_saved(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype) {
@@ -46,6 +81,12 @@ AttentionSaved alloc_attention_saved(Arena& a, const ModelConfig& c, LayerShape 
   } else {
     saved.probs = a.alloc(DType::f32, {b, n, s, s});
     if (c.attention_dropout > 0) saved.probs_mask = a.alloc(DType::u8, {b, n, s, s});
+  }
+  if (c.qk_layernorm) {
+    saved.q_pre = a.alloc(dtype, {b, n, s, d});
+    saved.k_pre = a.alloc(dtype, {b, g, s, d});
+    saved.q_norm = alloc_norm_stats(a, c, b * n * s);
+    saved.k_norm = alloc_norm_stats(a, c, b * g * s);
   }
   return saved;
 }
@@ -65,6 +106,10 @@ void alloc_attention_scratch_bwd(Arena& a, AttentionScratch& sc, const ModelConf
   sc.dk = a.alloc(DType::f32, {b, g, s, d});
   sc.dv = a.alloc(DType::f32, {b, g, s, d});
   sc.workspace = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, target.threads, target.device))});
+  if (c.qk_layernorm) {
+    sc.dq_pre = a.alloc(DType::f32, {b, n, s, d});
+    sc.dk_pre = a.alloc(DType::f32, {b, g, s, d});
+  }
 }
 
 void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, const TensorView& inp,
@@ -73,6 +118,7 @@ void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, con
   const ModelConfig& c = *ctx.config;
   column_parallel_linear_fwd(ctx.tp, sc.qkv, inp, w.qkv_weight, w.qkv_bias, sp_gathered);
   ctx.round(sc.qkv);
+  if (c.qk_layernorm) qk_norm_fwd(ctx, w, saved, sc);
   qkv_split_rope_fwd(saved.q, saved.k, saved.v, sbh(ctx, sc.qkv), ctx.rope_cos, ctx.rope_sin, ctx.positions,
                      c.rope_form());
   ctx.round(saved.q);
@@ -116,6 +162,7 @@ void attention_block_bwd(const LayerContext& ctx, const AttentionWeights& w, con
   qkv_split_rope_bwd(sbh(ctx, sc.qkv), sc.dq, sc.dk, sc.dv, ctx.rope_cos, ctx.rope_sin, ctx.positions,
                      c.rope_form());
   ctx.round(sc.qkv);
+  if (c.qk_layernorm) qk_norm_bwd(ctx, w, g, saved, sc);
   column_parallel_linear_bwd(ctx.tp, din, g.qkv_weight, g.qkv_bias, sc.qkv, inp, w.qkv_weight, sp_gathered,
                              sp_partial);
   ctx.round(din);

@@ -1,5 +1,6 @@
 // Owns the attention block (Megatron's SelfAttention with local attention):
-//   out[Nl, h] = linear_proj(core_attention(rope(split(linear_qkv(inp[Nl, h])))))
+//   out[Nl, h] = linear_proj(core_attention(rope(qk_norm(split(linear_qkv(inp[Nl, h]))))))
+// qk_norm (--qk-layernorm) normalises each query and key head row; otherwise the identity.
 // linear_qkv is column parallel (this rank's query groups), linear_proj row parallel; the
 // residual dropout and add around it belong to the layer.
 #pragma once
@@ -7,6 +8,7 @@
 #include <array>
 
 #include "backend/arena.h"
+#include "model/blocks/norm_act.h"
 #include "model/layer_context.h"
 
 namespace mt {
@@ -15,7 +17,10 @@ namespace mt {
 struct AttentionWeights {
   TensorView qkv_weight, qkv_bias;    // [(n + 2g)·d, h], [(n + 2g)·d]
   TensorView proj_weight, proj_bias;  // [h, n·d], [h]
-  std::array<TensorView*, 4> all() { return {&qkv_weight, &qkv_bias, &proj_weight, &proj_bias}; }
+  NormWeights q_norm, k_norm;         // [d] each, whole on every rank (--qk-layernorm)
+  std::array<TensorView*, 8> all() {
+    return {&qkv_weight, &qkv_bias, &proj_weight, &proj_bias, &q_norm.weight, &q_norm.bias, &k_norm.weight, &k_norm.bias};
+  }
 };
 
 // Kept between forward and backward. q, k, v and context take the activation dtype (16-bit under
@@ -27,6 +32,11 @@ struct AttentionSaved {
   TensorView lse;         // [b, n, s]     (flash attention)
   TensorView probs;       // [b, n, s, s]  (unfused attention)
   TensorView probs_mask;  // [b, n, s, s] u8 (unfused attention with dropout)
+  // --qk-layernorm only: the norms' inputs (q and k as split, the activation dtype) and statistics.
+  TensorView q_pre;       // [b, n, s, d]
+  TensorView k_pre;       // [b, g, s, d]
+  NormStats q_norm;       // [b·n·s]
+  NormStats k_norm;       // [b·g·s]
 };
 
 // Transients shared by every layer's attention block (never saved).
@@ -36,6 +46,7 @@ struct AttentionScratch {
   TensorView dcontext;    // [N, n·d]
   TensorView dq, dk, dv;  // like q, k, v
   TensorView workspace;   // f32 for the attention backward
+  TensorView dq_pre, dk_pre;  // like q, k: the gradients of the norms' inputs (--qk-layernorm)
 };
 
 // `dtype`: the activation dtype of q, k, v and context.

@@ -27,6 +27,23 @@ void norm_bwd(const ModelConfig& c, const TensorView& dinp, const TensorView& dw
     rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, weight_offset(c));
 }
 
+NormStats alloc_norm_stats(Arena& a, const ModelConfig& c, int64_t rows) {
+  NormStats stats;
+  if (c.normalization == Normalization::layernorm) stats.mean = a.alloc(DType::f32, {rows});
+  stats.rstd = a.alloc(DType::f32, {rows});
+  return stats;
+}
+
+void norm_fwd(const ModelConfig& c, const TensorView& out, const NormStats& stats, const TensorView& inp,
+              const NormWeights& w) {
+  norm_fwd(c, out, stats.mean, stats.rstd, inp, w.weight, w.bias);
+}
+
+void norm_bwd(const ModelConfig& c, const TensorView& dinp, const NormWeights& g, const TensorView& dout,
+              const TensorView& inp, const NormWeights& w, const NormStats& stats) {
+  norm_bwd(c, dinp, g.weight, g.bias, dout, inp, w.weight, stats.mean, stats.rstd);
+}
+
 void mlp_activation_fwd(const ModelConfig& c, const TensorView& out, const TensorView& inp) {
   if (c.activation == Activation::swiglu) return swiglu_fwd(out, inp);
   pointwise_activation_fwd(out, inp, pointwise_activation(c.activation));

@@ -13,8 +13,7 @@ namespace mt {
 HeadSaved alloc_head_saved(Arena& a, const ModelConfig& c, LayerShape shape) {
   const int64_t Nl = shape.local_rows();
   HeadSaved saved;
-  if (c.normalization == Normalization::layernorm) saved.final_norm.mean = a.alloc(DType::f32, {Nl});
-  saved.final_norm.rstd = a.alloc(DType::f32, {Nl});
+  saved.final_norm = alloc_norm_stats(a, c, Nl);
   // Without sequence parallelism the output layer's input gradient is a [N, h] partial sum here
   // until its all-reduce; with it the partial sums go to scratch and this keeps the local rows.
   saved.dfinal = a.alloc(DType::f32, {Nl, c.hidden_size});
@@ -26,7 +25,7 @@ void output_head_fwd(const LayerContext& ctx, const HeadWeights& w, const HeadWe
   const ModelConfig& c = *ctx.config;
   const TensorParallel& tp = ctx.tp;
   const bool train = run.grad_scale != 0.0f;
-  norm_fwd(c, sc.final_out, saved.final_norm.mean, saved.final_norm.rstd, x, w.final_norm.weight, w.final_norm.bias);
+  norm_fwd(c, sc.final_out, saved.final_norm, x, w.final_norm);
   ctx.round(sc.final_out);
   // The output layer is column parallel over the vocabulary: its input is the whole sequence
   // (gathered under sequence parallelism) and its input gradient a partial sum over the shards.
@@ -65,8 +64,7 @@ void output_head_fwd(const LayerContext& ctx, const HeadWeights& w, const HeadWe
 void output_head_bwd(const LayerContext& ctx, const NormWeights& final_norm, const NormWeights& dfinal_norm,
                      const TensorView& x, const HeadSaved& saved, const TensorView& dx) {
   zero(dx);
-  norm_bwd(*ctx.config, dx, dfinal_norm.weight, dfinal_norm.bias, saved.dfinal, x, final_norm.weight,
-           saved.final_norm.mean, saved.final_norm.rstd);
+  norm_bwd(*ctx.config, dx, dfinal_norm, saved.dfinal, x, final_norm, saved.final_norm);
   ctx.round(dx);
 }
 
