@@ -122,6 +122,32 @@ ModelConfig llama_from_hf(const nlohmann::json& j, const std::string& path) {
   return c;
 }
 
+// Qwen3: Llama's layers (no biases, no sliding window) with norms on the query and key heads.
+ModelConfig qwen3_from_hf(const nlohmann::json& j, const std::string& path) {
+  ModelConfig c = llama_from_hf(j, path);
+  MT_CHECK(!field<bool>(j, "use_sliding_window", false, path))
+      << path << ": use_sliding_window true is not supported (full causal attention)";
+  c.qk_layernorm = true;
+  return c;
+}
+
+// Qwen3-MoE: every layer's MLP a dropless top-k mixture of moe_intermediate_size experts.
+ModelConfig qwen3_moe_from_hf(const nlohmann::json& j, const std::string& path) {
+  ModelConfig c = qwen3_from_hf(j, path);
+  MT_CHECK(field<int64_t>(j, "decoder_sparse_step", 1, path) == 1 &&
+           field<nlohmann::json>(j, "mlp_only_layers", nlohmann::json::array(), path).empty())
+      << path << ": decoder_sparse_step and mlp_only_layers must give every layer experts (a dense layer among "
+      << "them is not supported here)";
+  c.moe.num_experts = required<int64_t>(j, "num_experts", path);
+  c.moe.router.topk = required<int64_t>(j, "num_experts_per_tok", path);
+  c.moe.ffn_hidden_size = required<int64_t>(j, "moe_intermediate_size", path);
+  // Softmax over every expert, then the chosen k renormalised: Megatron's softmax over the chosen
+  // k; without the renormalisation: --moe-router-pre-softmax.
+  c.moe.router.pre_softmax = !field<bool>(j, "norm_topk_prob", false, path);
+  c.moe.aux_loss_coeff = field<double>(j, "router_aux_loss_coef", 0.0, path);
+  return c;
+}
+
 // Mixtral: Llama's layers with every MLP a dropless top-k mixture of intermediate_size experts.
 ModelConfig mixtral_from_hf(const nlohmann::json& j, const std::string& path) {
   ModelConfig c = llama_from_hf(j, path);
@@ -155,25 +181,48 @@ void check_hf_rope(const ModelConfig& c, const char* architecture) {
          "trained without --rotary-interleaved only";
 }
 
+bool llama_like(const ModelConfig& c) {
+  return c.normalization == Normalization::rmsnorm && c.position_embedding_type == PositionEmbedding::rope &&
+         c.activation == Activation::swiglu;
+}
+
+// What Mixtral's and Qwen3-MoE's sparse blocks hold: SwiGLU experts in every layer, softmax
+// routing without a shared expert, scaling, groups, expert bias or capacity; `pre_softmax` says
+// whether the architecture can leave the chosen k unnormalised.
+void check_hf_moe(const ModelConfig& c, const char* architecture, bool pre_softmax) {
+  const MoeConfig& m = c.moe;
+  bool every_layer = true;
+  for (int64_t i = 0; i < c.num_layers; ++i) every_layer = every_layer && c.mlp_kind(i) == MlpKind::moe;
+  MT_CHECK(llama_like(c) && every_layer && m.shared_expert_intermediate_size == 0 && !c.add_bias_linear &&
+           m.router.score_function == MoeScoreFunction::softmax && (pre_softmax || !m.router.pre_softmax) &&
+           m.router.scaling_factor == 0.0f && m.router.num_groups == 0 && !m.expert_bias && !m.capacity.capacity_factor)
+      << "this mixture-of-experts model has no Hugging Face counterpart here: " << architecture
+      << " has RMSNorm, RoPE, SwiGLU experts in every layer, no shared expert, no biases, and softmax routing "
+      << (pre_softmax ? "(over the chosen experts, or with --moe-router-pre-softmax over all) "
+                      : "over the chosen experts ")
+      << "without scaling, groups, expert bias or capacity";
+}
+
+// --qk-layernorm: Qwen3 (dense) or Qwen3-MoE.
+HfArchitecture qwen3_architecture(const ModelConfig& c) {
+  const char* name = c.moe.enabled() ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM";
+  MT_CHECK(llama_like(c) && !c.add_bias_linear)
+      << "a model trained with --qk-layernorm exports as " << name << ", which has RMSNorm, RoPE, SwiGLU and no "
+      << "biases in its MLP; this model has " << describe(c) << (c.add_bias_linear ? " with biases" : "");
+  check_hf_rope(c, name);
+  if (!c.moe.enabled()) return HfArchitecture::qwen3;
+  check_hf_moe(c, name, /*pre_softmax=*/true);
+  return HfArchitecture::qwen3_moe;
+}
+
 }  // namespace
 
 HfArchitecture hf_architecture_of(const ModelConfig& c) {
   MT_CHECK(!c.layernorm_zero_centered_gamma)
       << "a model trained with --apply-layernorm-1p (norms scale by 1 + weight) has no Hugging Face counterpart here";
-  MT_CHECK(!c.qk_layernorm) << "a model trained with --qk-layernorm (Qwen3's query and key norms) cannot be exported "
-                               "yet: Qwen3ForCausalLM is not among the architectures convert writes";
+  if (c.qk_layernorm) return qwen3_architecture(c);
   if (c.moe.enabled()) {
-    const MoeConfig& m = c.moe;
-    const bool llama_like = c.normalization == Normalization::rmsnorm &&
-                            c.position_embedding_type == PositionEmbedding::rope && c.activation == Activation::swiglu;
-    bool every_layer = true;
-    for (int64_t i = 0; i < c.num_layers; ++i) every_layer = every_layer && c.mlp_kind(i) == MlpKind::moe;
-    MT_CHECK(llama_like && every_layer && m.shared_expert_intermediate_size == 0 && !c.add_bias_linear &&
-             m.router.score_function == MoeScoreFunction::softmax && !m.router.pre_softmax &&
-             m.router.scaling_factor == 0.0f && m.router.num_groups == 0 && !m.expert_bias && !m.capacity.capacity_factor)
-        << "this mixture-of-experts model has no Hugging Face counterpart here: export supports "
-           "MixtralForCausalLM (RMSNorm, RoPE, SwiGLU experts in every layer, no shared expert, no biases, softmax "
-           "over the chosen experts without scaling, groups, expert bias or capacity)";
+    check_hf_moe(c, "MixtralForCausalLM", /*pre_softmax=*/false);
     check_hf_rope(c, "MixtralForCausalLM");
     return HfArchitecture::mixtral;
   }
@@ -188,13 +237,13 @@ HfArchitecture hf_architecture_of(const ModelConfig& c) {
         << "GPT2LMHeadModel's head dimension is hidden / heads; this model's --kv-channels is " << c.kv_channels;
     return HfArchitecture::gpt2;
   }
-  if (c.normalization == Normalization::rmsnorm && c.position_embedding_type == PositionEmbedding::rope &&
-      c.activation == Activation::swiglu) {
+  if (llama_like(c)) {
     check_hf_rope(c, "LlamaForCausalLM");
     return HfArchitecture::llama;
   }
   MT_FAIL() << "a model with " << describe(c) << " has no Hugging Face counterpart here: export supports "
-            << "GPT2LMHeadModel (LayerNorm, learned positions, GeLU) and LlamaForCausalLM (RMSNorm, RoPE, SwiGLU)";
+            << "GPT2LMHeadModel (LayerNorm, learned positions, GeLU), LlamaForCausalLM (RMSNorm, RoPE, SwiGLU) and "
+            << "its relatives MixtralForCausalLM, Qwen3ForCausalLM and Qwen3MoeForCausalLM";
 }
 
 const char* hf_architecture_name(HfArchitecture a) {
@@ -202,6 +251,8 @@ const char* hf_architecture_name(HfArchitecture a) {
     case HfArchitecture::gpt2: return "GPT2LMHeadModel";
     case HfArchitecture::llama: return "LlamaForCausalLM";
     case HfArchitecture::mixtral: return "MixtralForCausalLM";
+    case HfArchitecture::qwen3: return "Qwen3ForCausalLM";
+    case HfArchitecture::qwen3_moe: return "Qwen3MoeForCausalLM";
   }
   return "?";
 }
@@ -256,6 +307,22 @@ nlohmann::json hf_config(const ModelConfig& c, DType dtype) {
               {"router_aux_loss_coef", c.moe.aux_loss_coeff},
               {"output_router_logits", false},
               {"sliding_window", nullptr}});
+  if (arch == HfArchitecture::qwen3 || arch == HfArchitecture::qwen3_moe) {
+    j.erase("mlp_bias");  // Qwen3's MLP has no biases (and its config no such key)
+    j.erase("pretraining_tp");
+    j.update({{"model_type", "qwen3"}, {"use_sliding_window", false}, {"sliding_window", nullptr},
+              {"max_window_layers", c.num_layers}});
+  }
+  if (arch == HfArchitecture::qwen3_moe)
+    j.update({{"model_type", "qwen3_moe"},
+              {"num_experts", c.moe.num_experts},
+              {"num_experts_per_tok", c.moe.router.topk},
+              {"moe_intermediate_size", c.moe.ffn_hidden_size},
+              {"norm_topk_prob", !c.moe.router.pre_softmax},
+              {"decoder_sparse_step", 1},
+              {"mlp_only_layers", nlohmann::json::array()},
+              {"router_aux_loss_coef", c.moe.aux_loss_coeff},
+              {"output_router_logits", false}});
   return j;
 }
 
@@ -269,9 +336,14 @@ ModelConfig model_config_from_hf(const nlohmann::json& config, const std::string
     c = llama_from_hf(config, path);
   else if (type == "mixtral")
     c = mixtral_from_hf(config, path);
+  else if (type == "qwen3")
+    c = qwen3_from_hf(config, path);
+  else if (type == "qwen3_moe")
+    c = qwen3_moe_from_hf(config, path);
   else
     MT_FAIL() << path << ": model_type \"" << type << "\" is not supported; import reads gpt2 (GPT2LMHeadModel), "
-              << "llama (LlamaForCausalLM) and mixtral (MixtralForCausalLM)";
+              << "llama (LlamaForCausalLM), mixtral (MixtralForCausalLM), qwen3 (Qwen3ForCausalLM) and qwen3_moe "
+              << "(Qwen3MoeForCausalLM)";
   c.seq_length = c.max_position_embeddings;
   c.make_vocab_size_divisible_by = 128;
   return c;
@@ -332,22 +404,28 @@ void HfParamMap::name_tensors(const ModelConfig& c, const std::string& name, con
     one(prefix + "self_attn.v_proj." + kind, rows_of(groups_ * head_dim_));
     return;
   }
+  if (rest == "self_attention.q_layernorm.weight") return one(prefix + "self_attn.q_norm.weight", shape);
+  if (rest == "self_attention.k_layernorm.weight") return one(prefix + "self_attn.k_norm.weight", shape);
   if (rest.rfind("self_attention.linear_proj.", 0) == 0) {
     if (gpt2) return transposed(prefix + "attn.c_proj." + kind);
     return one(prefix + "self_attn.o_proj." + kind, shape);
   }
-  if (rest == "mlp.router.weight") return one(prefix + "block_sparse_moe.gate.weight", shape);
-  // Stacked experts, expert after expert: each one's w1 and w3 (fc1's gate and up halves), or w2.
+  // Mixtral's sparse block and its experts' w1 (gate), w3 (up), w2; Qwen3-MoE's names them as a
+  // dense MLP's.
+  const bool mixtral = arch == HfArchitecture::mixtral;
+  const std::string sparse = prefix + (mixtral ? "block_sparse_moe." : "mlp.");
+  if (rest == "mlp.router.weight") return one(sparse + "gate.weight", shape);
+  // Stacked experts, expert after expert: each one's gate and up halves of fc1, or its fc2.
   if (rest == "mlp.experts.linear_fc1.weight" || rest == "mlp.experts.linear_fc2.weight") {
     const bool fc1 = rest == "mlp.experts.linear_fc1.weight";
     for (int64_t e = 0; e < shape.dims[0]; ++e) {
-      const std::string expert = prefix + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      const std::string expert = sparse + "experts." + std::to_string(e) + ".";
       if (!fc1) {
-        one(expert + "w2.weight", {shape.dims[1], shape.dims[2]});
+        one(expert + (mixtral ? "w2" : "down_proj") + ".weight", {shape.dims[1], shape.dims[2]});
         continue;
       }
-      one(expert + "w1.weight", {shape.dims[1] / 2, shape.dims[2]});
-      one(expert + "w3.weight", {shape.dims[1] / 2, shape.dims[2]});
+      one(expert + (mixtral ? "w1" : "gate_proj") + ".weight", {shape.dims[1] / 2, shape.dims[2]});
+      one(expert + (mixtral ? "w3" : "up_proj") + ".weight", {shape.dims[1] / 2, shape.dims[2]});
     }
     return;
   }

@@ -10,6 +10,11 @@
 //   MixtralForCausalLM: Llama's attention with every MLP a dropless top-k mixture of SwiGLU
 //                     experts, softmax over the chosen k; Megatron's stacked experts.linear_fc1
 //                     [E, 2f, h] is each expert's w1 (gate) then w3 (up), linear_fc2 [E, h, f] its w2.
+//   Qwen3ForCausalLM: Llama without biases, plus an RMSNorm on every query and key head before
+//                     RoPE (--qk-layernorm: q_norm, k_norm).
+//   Qwen3MoeForCausalLM: Qwen3's attention with every MLP a dropless top-k mixture like Mixtral's
+//                     (mlp.gate, mlp.experts.N.gate_proj/up_proj/down_proj), the chosen k
+//                     renormalised (norm_topk_prob) or not (--moe-router-pre-softmax).
 // Megatron's fused linear_qkv holds, per query group, its n/g query heads, then the group's key
 // head, then its value head; HF keeps q, k and v apart (Llama) or concatenated as [q | k | v]
 // (GPT-2's c_attn). SwiGLU's linear_fc1 is [gate; up] (HF's gate_proj and up_proj). Megatron's
@@ -27,7 +32,7 @@
 
 namespace mt {
 
-enum class HfArchitecture { gpt2, llama, mixtral };
+enum class HfArchitecture { gpt2, llama, mixtral, qwen3, qwen3_moe };
 
 // The HF architecture of c (finalized), or mt::Error naming what neither has.
 HfArchitecture hf_architecture_of(const ModelConfig& c);

@@ -124,9 +124,10 @@ TEST(MoeModel, GradcheckSinkhornWithZLoss) {
 // One expert that every token goes to with weight 1 (softmax over one logit) is the dense MLP
 // without biases: same loss and same gradients, bit for bit, once its weights are the MLP's.
 TEST(MoeModel, OneExpertIsTheDenseMlp) {
-  for (const bool llama : {false, true}) {
+  for (const auto [llama, qk_norm] : {std::pair{false, false}, {true, false}, {true, true}}) {
     ModelConfig dense = test::tiny_gpt(llama, 9);
     dense.add_bias_linear = false;
+    dense.qk_layernorm = qk_norm;
     dense.finalize();
     ModelConfig moe = dense;
     moe.moe.num_experts = 1;
@@ -152,6 +153,7 @@ TEST(MoeModel, OneExpertIsTheDenseMlp) {
     train.aux_loss_scale = 1.0f;
     a.params().zero_grads();
     e.stage().zero_grads();
+    EXPECT_EQ(a.forward(batch, {}).loss_sum, e.forward(batch, {}).loss_sum) << "evaluation, llama " << llama;
     EXPECT_EQ(a.forward(batch, train).loss_sum, e.forward(batch, train).loss_sum) << "llama " << llama;
     a.backward();
     e.backward();

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""PyTorch float64 reference loader for Hugging Face GPT-2 and Llama checkpoints.
+"""PyTorch float64 reference loader for Hugging Face GPT-2, Llama, Mixtral and Qwen3 checkpoints.
 
 Written from the published `transformers` model definitions (GPT2LMHeadModel,
-LlamaForCausalLM); `transformers` itself is not needed.  A Hugging Face model
-directory (config.json + model.safetensors, or a sharded
+LlamaForCausalLM, MixtralForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM);
+`transformers` itself is not needed.  A Hugging Face model directory (config.json + model.safetensors, or a sharded
 model.safetensors.index.json; tensors F32 / BF16 / F16 / F64) is read through
 its config.json fields, converted to float64, and run forward in eval mode
 (no dropout, no KV cache, positions 0..s-1).  What it does not implement
@@ -12,9 +12,9 @@ model types) is refused with a clear error.
 
 Three jobs:
 
-  --make-fixtures DIR   draw two tiny models from fixed seeds and write
-                          DIR/hf_gpt2/{config.json,model.safetensors}
-                          DIR/hf_llama/{config.json,model.safetensors}
+  --make-fixtures DIR   draw tiny models from fixed seeds and write
+                          DIR/hf_<model>/{config.json,model.safetensors}
+                        for model gpt2, llama, mixtral, qwen3 and qwen3_moe, and
                           DIR/hf_<model>_reference.safetensors
                         the reference holding tokens (I32 [b, s]) and logits
                         (F32 [b, s, V], computed in float64 from the F32 weights
@@ -34,6 +34,7 @@ Run (needs Debian's python3-torch; the pyenv python has no torch):
       --reference tests/golden/hf_gpt2_reference.safetensors
   /usr/bin/python3 tools/ref/hf_ref.py --check tests/golden/hf_llama \\
       --reference tests/golden/hf_llama_reference.safetensors
+  (and likewise hf_qwen3, hf_qwen3_moe)
 """
 import argparse, json, math, os, struct, sys
 
@@ -153,7 +154,42 @@ def llama_config(cfg):
                 max_pos=cfg.get("max_position_embeddings"), eps=cfg.get("rms_norm_eps", 1e-6),
                 rope_theta=float(theta), attn_bias=cfg.get("attention_bias", False),
                 mlp_bias=cfg.get("mlp_bias", False), attn_scale=1.0 / math.sqrt(d),
-                tied=cfg.get("tie_word_embeddings", False), prefix="model.")
+                tied=cfg.get("tie_word_embeddings", False), prefix="model.", qk_norm=False, experts=0)
+
+
+# A sparse block's router and each expert's gate, up and down projections, by architecture.
+SPARSE_NAMES = {"mixtral": ("block_sparse_moe.", ("w1", "w3", "w2")),
+                "qwen3_moe": ("mlp.", ("gate_proj", "up_proj", "down_proj"))}
+
+
+def mixtral_config(cfg):
+    """MixtralConfig: Llama's fields with every MLP a sparse block of intermediate_size experts,
+    the chosen k renormalised."""
+    if cfg.get("sliding_window") is not None:
+        raise Unsupported(f"mixtral sliding_window {cfg['sliding_window']!r} (only null)")
+    c = llama_config(cfg)
+    c.update(arch="mixtral", experts=cfg["num_local_experts"], topk=cfg.get("num_experts_per_tok", 2),
+             moe_ffn=cfg["intermediate_size"], norm_topk=True)
+    return c
+
+
+def qwen3_config(cfg):
+    """Qwen3Config / Qwen3MoeConfig: Llama's fields, RMSNorm q_norm and k_norm on every head before
+    RoPE, no MLP bias; the MoE form's sparse block in every layer."""
+    if cfg.get("use_sliding_window", False):
+        raise Unsupported("qwen3 use_sliding_window = true")
+    c = llama_config(dict(cfg, mlp_bias=False))
+    c.update(arch=cfg["model_type"], qk_norm=True)
+    if cfg["model_type"] == "qwen3_moe":
+        if cfg.get("decoder_sparse_step", 1) != 1 or cfg.get("mlp_only_layers"):
+            raise Unsupported("qwen3_moe with dense layers (decoder_sparse_step, mlp_only_layers)")
+        c.update(experts=cfg["num_experts"], topk=cfg["num_experts_per_tok"],
+                 moe_ffn=cfg["moe_intermediate_size"], norm_topk=cfg.get("norm_topk_prob", False))
+    return c
+
+
+CONFIGS = {"gpt2": gpt2_config, "llama": llama_config, "mixtral": mixtral_config, "qwen3": qwen3_config,
+           "qwen3_moe": qwen3_config}
 
 
 def param_shapes(c):
@@ -182,11 +218,19 @@ def param_shapes(c):
                 out.append((p + "self_attn." + name + ".weight", (o_, i_), "mat"))
                 if c["attn_bias"]:
                     out.append((p + "self_attn." + name + ".bias", (o_,), "bias"))
+            if c["qk_norm"]:
+                out += [(p + "self_attn.q_norm.weight", (d,), "norm_w"), (p + "self_attn.k_norm.weight", (d,), "norm_w")]
             out.append((p + "post_attention_layernorm.weight", (h,), "norm_w"))
-            for name, o_, i_ in (("gate_proj", f, h), ("up_proj", f, h), ("down_proj", h, f)):
-                out.append((p + "mlp." + name + ".weight", (o_, i_), "mat"))
-                if c["mlp_bias"]:
-                    out.append((p + "mlp." + name + ".bias", (o_,), "bias"))
+            sparse, (gate, up, down) = SPARSE_NAMES.get(c["arch"], ("mlp.", ("gate_proj", "up_proj", "down_proj")))
+            experts = [f"{sparse}experts.{e}." for e in range(c["experts"])]
+            if experts:  # the router, then each expert's MLP
+                out.append((p + sparse + "gate.weight", (c["experts"], h), "mat"))
+            w = c["moe_ffn"] if experts else f
+            for mlp in experts or ["mlp."]:
+                for name, o_, i_ in ((gate, w, h), (up, w, h), (down, h, w)):
+                    out.append((p + mlp + name + ".weight", (o_, i_), "mat"))
+                    if c["mlp_bias"]:
+                        out.append((p + mlp + name + ".bias", (o_,), "bias"))
         out.append(("model.norm.weight", (h,), "norm_w"))
     if not c["tied"]:
         out.append(("lm_head.weight", (V, h), "mat"))
@@ -202,9 +246,9 @@ def load_hf(d):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     mt = cfg.get("model_type")
-    if mt not in ("gpt2", "llama"):
-        raise Unsupported(f"{d}: model_type {mt!r} (only gpt2, llama)")
-    c = gpt2_config(cfg) if mt == "gpt2" else llama_config(cfg)
+    if mt not in CONFIGS:
+        raise Unsupported(f"{d}: model_type {mt!r} (only {', '.join(CONFIGS)})")
+    c = CONFIGS[mt](cfg)
     raw = read_hf_tensors(d)
     # Base-model checkpoints (e.g. openai-community/gpt2) omit the "transformer." / "model." prefix.
     T = {(k if k.startswith((c["prefix"], "lm_head.")) else c["prefix"] + k): v for k, v in raw.items()}
@@ -284,6 +328,28 @@ def gpt2_forward(c, P, tokens):
     return x @ P["transformer.wte.weight" if c["tied"] else "lm_head.weight"].T
 
 
+def swiglu_mlp(P, prefix, a, names=("gate_proj", "up_proj", "down_proj")):
+    gate_name, up_name, down_name = names
+    gate = linear(P, prefix + gate_name, a)
+    return linear(P, prefix + down_name, gate * torch.sigmoid(gate) * linear(P, prefix + up_name, a))
+
+
+def sparse_moe_block(c, P, p, a):
+    """MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock: softmax over every expert, the top k kept
+    (renormalised: Mixtral, Qwen3 with norm_topk_prob), each token the weighted sum of its k
+    experts' SwiGLU MLPs."""
+    sparse, names = SPARSE_NAMES[c["arch"]]
+    probs = torch.softmax(linear(P, p + sparse + "gate", a), dim=-1)     # [b, s, E]
+    weights, chosen = torch.topk(probs, c["topk"], dim=-1)
+    if c["norm_topk"]:
+        weights = weights / weights.sum(-1, keepdim=True)
+    out = torch.zeros_like(a)
+    for e in range(c["experts"]):
+        w = (weights * (chosen == e)).sum(-1, keepdim=True)               # 0 where e is not chosen
+        out = out + w * swiglu_mlp(P, p + f"{sparse}experts.{e}.", a, names)
+    return out
+
+
 def llama_forward(c, P, tokens):
     b, s = tokens.shape
     n, g, d, eps = c["heads"], c["kv_heads"], c["head_dim"], c["eps"]
@@ -292,15 +358,17 @@ def llama_forward(c, P, tokens):
     for i in range(c["layers"]):
         p = f"model.layers.{i}."
         a = rms_norm(x, P[p + "input_layernorm.weight"], eps)
-        q, k, v = (linear(P, p + "self_attn." + nm, a).reshape(b, s, heads, d).transpose(1, 2)
+        q, k, v = (linear(P, p + "self_attn." + nm, a).reshape(b, s, heads, d)
                    for nm, heads in (("q_proj", n), ("k_proj", g), ("v_proj", g)))
+        if c["qk_norm"]:  # Qwen3: each head's d values, before RoPE
+            q, k = rms_norm(q, P[p + "self_attn.q_norm.weight"], eps), rms_norm(k, P[p + "self_attn.k_norm.weight"], eps)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         # repeat_kv: key/value head j serves query heads j*(n/g) .. j*(n/g) + n/g - 1
         k, v = k.repeat_interleave(n // g, dim=1), v.repeat_interleave(n // g, dim=1)
         x = x + linear(P, p + "self_attn.o_proj", causal_attention(q, k, v, c["attn_scale"]))
         a = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
-        gate = linear(P, p + "mlp.gate_proj", a)
-        x = x + linear(P, p + "mlp.down_proj", gate * torch.sigmoid(gate) * linear(P, p + "mlp.up_proj", a))
+        x = x + (sparse_moe_block(c, P, p, a) if c["experts"] else swiglu_mlp(P, p + "mlp.", a))
     x = rms_norm(x, P["model.norm.weight"], eps)
     return x @ P["model.embed_tokens.weight" if c["tied"] else "lm_head.weight"].T
 
@@ -335,6 +403,36 @@ FIXTURES = {
         "attention_dropout": 0.0, "mlp_bias": False, "tie_word_embeddings": False,
         "pretraining_tp": 1, "initializer_range": 0.02, "bos_token_id": 1, "eos_token_id": 2,
         "use_cache": True, "torch_dtype": "float32"}),
+    # head_dim 12 with hidden 32 and 4 heads, tied embeddings (as the small Qwen3 models).
+    "hf_qwen3": dict(seed=20240603, config={
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "vocab_size": 100, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 12,
+        "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "rope_scaling": None, "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+        "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+        "tie_word_embeddings": True, "initializer_range": 0.02, "bos_token_id": 98, "eos_token_id": 99,
+        "use_cache": True, "torch_dtype": "float32"}),
+    "hf_mixtral": dict(seed=20240605, config={
+        "architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
+        "vocab_size": 100, "hidden_size": 32, "intermediate_size": 24, "num_local_experts": 4,
+        "num_experts_per_tok": 2, "router_aux_loss_coef": 0.02, "output_router_logits": False,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+        "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "rope_theta": 1000000.0,
+        "hidden_act": "silu", "attention_dropout": 0.0, "sliding_window": None,
+        "tie_word_embeddings": False, "initializer_range": 0.02, "bos_token_id": 1, "eos_token_id": 2,
+        "use_cache": True, "torch_dtype": "float32"}),
+    "hf_qwen3_moe": dict(seed=20240604, config={
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+        "vocab_size": 100, "hidden_size": 32, "intermediate_size": 48, "moe_intermediate_size": 24,
+        "num_experts": 4, "num_experts_per_tok": 2, "norm_topk_prob": True, "decoder_sparse_step": 1,
+        "mlp_only_layers": [], "router_aux_loss_coef": 0.001, "output_router_logits": False,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+        "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "rope_scaling": None, "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+        "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
+        "tie_word_embeddings": False, "initializer_range": 0.02, "bos_token_id": 98, "eos_token_id": 99,
+        "use_cache": True, "torch_dtype": "float32"}),
 }
 BATCH, SEQ = 2, 16
 DRAW = {"mat": lambda r: 0.1 * r, "bias": lambda r: 0.1 * r,
@@ -344,7 +442,7 @@ DRAW = {"mat": lambda r: 0.1 * r, "bias": lambda r: 0.1 * r,
 def make_fixture(name, outdir):
     spec = FIXTURES[name]
     cfg = spec["config"]
-    c = gpt2_config(cfg) if cfg["model_type"] == "gpt2" else llama_config(cfg)
+    c = CONFIGS[cfg["model_type"]](cfg)
     gen = torch.Generator().manual_seed(spec["seed"])
     tokens = torch.randint(0, c["vocab"], (BATCH, SEQ), generator=gen)
     params = {nm: DRAW[kind](torch.randn(shape, generator=gen, dtype=F64)).numpy().astype(np.float32)
@@ -375,7 +473,7 @@ def read_tokens(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--make-fixtures", metavar="DIR", help="write DIR/hf_{gpt2,llama}/ and references")
+    ap.add_argument("--make-fixtures", metavar="DIR", help="write DIR/hf_<model>/ and references")
     ap.add_argument("--check", metavar="HF_DIR", help="compare HF_DIR's logits with --reference")
     ap.add_argument("--reference", metavar="FILE", help="safetensors with tokens and logits")
     ap.add_argument("--logits", metavar="HF_DIR", help="write logits of HF_DIR on --tokens to --out")
