@@ -34,6 +34,16 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
   model.seq_length = model.max_position_embeddings;
   model.hidden_dropout = model.attention_dropout = 0.0f;
   model.tensor_model_parallel_size = world ? world->size() : 1;
+  if (model.moe.enabled()) {
+    MoeConfig& m = model.moe;
+    m.expert_model_parallel_size = o.integer("--expert-model-parallel-size");
+    m.expert_tensor_parallel_size = o.has("--expert-tensor-parallel-size") ? o.integer("--expert-tensor-parallel-size") : 0;
+    m.dispatcher = o.text("--moe-token-dispatcher-type") == "allgather" ? MoeDispatcher::allgather : MoeDispatcher::alltoall;
+  } else {
+    MT_CHECK(o.integer("--expert-model-parallel-size") == 1)
+        << "--expert-model-parallel-size " << o.integer("--expert-model-parallel-size") << ": the checkpoint in "
+        << checkpoint.dir() << " holds a model without experts";
+  }
   model.finalize();
   // Records written before they named the expert bias: the saved biases say it.
   for (int64_t i = 0; i < model.num_layers && model.moe.enabled() && !model.moe.expert_bias; ++i)
@@ -68,6 +78,13 @@ void InferenceSetup::load_engine(const Options& o, Communicator* world, int64_t 
   options.max_step_tokens = o.integer("--inference-max-step-tokens");
   options.activation_dtype = activation_dtype;
   options.tp_comm = tp > 1 ? device.world : nullptr;
+  if (tp > 1 && model.moe.enabled()) {
+    const MoeConfig& m = model.moe;
+    groups = make_process_groups(*device.world, {.tp = tp,
+                                                 .ep = static_cast<int>(m.expert_model_parallel_size),
+                                                 .etp = static_cast<int>(m.expert_tensor_parallel_size)});
+    options.experts = {groups->ep.get(), groups->etp.get(), groups->etp_ep.get()};
+  }
   engine = std::make_unique<InferenceEngine>(model, *device.backend, &memory, options);
   checkpoint->read_weights(engine->params().params());
   checkpoint->read_buffers(engine->expert_biases());  // the routers' expert biases: route as training did

@@ -68,10 +68,10 @@ const std::vector<OptionSpec> kTable = {
     {"--moe-expert-capacity-factor", T::real, "", "each expert takes at most this factor times its even share of tokens; the rest are dropped (unset: dropless)", "", "train"},
     {"--moe-pad-expert-input-to-capacity", T::flag, "", "pad every expert's tokens to its capacity (needs --moe-expert-capacity-factor)", "", "train"},
     {"--moe-token-drop-policy", T::choice, "probs", "which tokens an expert over capacity keeps: the highest weights or the earliest positions", "probs|position", "train"},
-    {"--moe-token-dispatcher-type", T::choice, "allgather", "how tokens reach the experts' ranks (flex: Megatron's alltoall through DeepEP/HybridEP kernels, run as alltoall)", "allgather|alltoall|flex", "train"},
+    {"--moe-token-dispatcher-type", T::choice, "allgather", "how tokens reach the experts' ranks (flex: Megatron's alltoall through DeepEP/HybridEP kernels, run as alltoall)", "allgather|alltoall|flex", "train,generate,serve"},
     {"--moe-grouped-gemm", T::flag, "", "run all local experts in one grouped kernel instead of one GEMM sequence per expert", "", "train"},
-    {"--expert-model-parallel-size", T::integer, "1", "ranks the experts are split over", "", "train"},
-    {"--expert-tensor-parallel-size", T::integer, "", "ranks each expert is split over (default --tensor-model-parallel-size)", "", "train"},
+    {"--expert-model-parallel-size", T::integer, "1", "ranks the experts are split over (generate, serve: inside the tensor-parallel group)", "", "train,generate,serve"},
+    {"--expert-tensor-parallel-size", T::integer, "", "ranks each expert is split over (default --tensor-model-parallel-size; generate, serve: the ranks)", "", "train,generate,serve"},
     // Training (training_config.py: TrainingConfig, ValidationConfig, LoggerConfig).
     {"--micro-batch-size", T::integer, "", "sequences per micro-batch (required)", "", "train"},
     {"--global-batch-size", T::integer, "", "sequences per iteration, a multiple of micro batch x dp (default: micro batch x dp)", "", "train"},

@@ -76,12 +76,20 @@ InferenceEngine::InferenceEngine(const ModelConfig& config, Backend& backend, Me
       << "a sequence of " << max_len_ << " tokens is longer than the model's " << config_.max_position_embeddings
       << " positions (--max-position-embeddings)";
   config_.sequence_parallel = false;  // one step's rows are not split along a sequence
-  // Every rank routes all of a step's rows through whole experts (no token dispatch).
-  config_.moe.expert_model_parallel_size = config_.moe.expert_tensor_parallel_size = 1;
+  ShardRanks ranks = shard_sizes(config_);
+  ranks.tp_rank = options.tp_comm ? options.tp_comm->rank() : 0;
+  if (config_.moe.enabled()) {
+    const ExpertParallel& e = options.experts;
+    MT_CHECK(e.ep_size() == ranks.ep && e.etp_size() == ranks.etp)
+        << "the expert groups have " << e.ep_size() << " x " << e.etp_size() << " ranks but the model is split over "
+        << ranks.ep << " x " << ranks.etp << " (--expert-model-parallel-size x --expert-tensor-parallel-size)";
+    ranks.ep_rank = e.ep_rank();
+    ranks.etp_rank = e.etp_rank();
+  }
   ModelConfig weights = config_;
   weights.params_dtype = DType::f32;
-  const int tp_rank = options.tp_comm ? options.tp_comm->rank() : 0;
-  params_ = std::make_unique<ParamStore>(weights, backend, tracker, tp_rank);
+  params_ = std::make_unique<ParamStore>(weights, StageRange::whole(weights), backend, tracker, ranks, DdpConfig{},
+                                         ParamSet::all);
   local_ = config_.tp_local();
   local_.hidden_dropout = local_.attention_dropout = 0.0f;
   local_.attention_impl = AttentionImpl::flash;  // no [s, s] probabilities are carved
@@ -165,6 +173,7 @@ TensorView InferenceEngine::step(const std::vector<SequenceChunk>& chunks) {
   ctx.config = &local_;
   ctx.shape = {T, 1, 1};
   ctx.tp = tp;
+  ctx.experts = options_.experts;
   ctx.total_heads = config_.num_attention_heads;
   ctx.rope_cos = rope_cos_;
   ctx.rope_sin = rope_sin_;

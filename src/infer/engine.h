@@ -14,6 +14,7 @@
 
 #include "backend/arena.h"
 #include "model/params.h"
+#include "parallel/expert_dispatch.h"
 
 namespace mt {
 
@@ -25,6 +26,11 @@ struct EngineOptions {
   // as their training forward did (weights are held in f32, which holds 16-bit values exactly).
   DType activation_dtype = DType::f32;
   Communicator* tp_comm = nullptr;  // the tensor-parallel group (config.tensor_model_parallel_size ranks)
+  // MoE models: the expert groups inside the tp group (config's --expert-model-parallel-size and
+  // --expert-tensor-parallel-size; empty: every rank holds every expert whole). Each rank holds its
+  // experts' shards; every tp rank has the step's rows, so the dispatcher gathers copies of them and
+  // sends each copy's expert outputs back to it (more traffic than needed, the same arithmetic).
+  ExpertParallel experts;
 };
 
 // Bytes of KV cache one slot takes on one tensor-parallel rank of `config` (finalized) for

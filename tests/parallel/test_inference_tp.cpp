@@ -2,12 +2,14 @@
 // step's logits, prefill and cached decode of sequences sharing steps, equal the single-rank
 // engine's within 1e-5 on every rank (vocabulary-parallel logits gathered), and greedy decoding
 // picks the same tokens; also for a mixture-of-experts model whose router carries expert biases
-// (no --sequence-parallel needed: the engine routes each step's rows whole on every rank).
+// (no --sequence-parallel needed: every rank has each step's rows), its experts whole on each rank,
+// split over the pair (etp 2, Megatron's default), or spread over it (ep 2), by either dispatcher.
 #include <algorithm>
 #include <cmath>
 
 #include "infer/engine.h"
 #include "infer/generate.h"
+#include "parallel/process_groups.h"
 #include "parallel_testing.h"
 
 namespace mt::test {
@@ -42,8 +44,9 @@ ModelConfig gpt2_style(int tp) {
   return m;
 }
 
-// Sigmoid routing over 4 experts (top 2) steered by expert biases, and a shared expert.
-ModelConfig moe_style(int tp) {
+// Sigmoid routing over 4 experts (top 2) steered by expert biases, and a shared expert; the
+// experts over ep x etp ranks (etp 0: tp).
+ModelConfig moe_style(int tp, int ep = 1, int etp = 0, MoeDispatcher dispatcher = MoeDispatcher::allgather) {
   ModelConfig m = llama_style(1);
   m.moe.num_experts = 4;
   m.moe.router.topk = 2;
@@ -51,16 +54,20 @@ ModelConfig moe_style(int tp) {
   m.moe.shared_expert_intermediate_size = 32;
   m.moe.router.score_function = MoeScoreFunction::sigmoid;
   m.moe.expert_bias = true;
+  m.moe.expert_model_parallel_size = ep;
+  m.moe.expert_tensor_parallel_size = etp;
+  m.moe.dispatcher = dispatcher;
   m.tensor_model_parallel_size = tp;
   m.finalize();
   return m;
 }
 
-std::unique_ptr<InferenceEngine> engine(const ModelConfig& c, Communicator* tp) {
+std::unique_ptr<InferenceEngine> engine(const ModelConfig& c, Communicator* tp, const ExpertParallel& experts = {}) {
   EngineOptions o;
   o.slots = 2;
   o.max_step_tokens = 16;
   o.tp_comm = tp;
+  o.experts = experts;
   auto e = std::make_unique<InferenceEngine>(c, cpu_backend(), nullptr, o);
   e->params().init(5);
   for (const auto& [name, bias] : e->expert_biases())  // nonzero: they change the experts chosen
@@ -68,10 +75,15 @@ std::unique_ptr<InferenceEngine> engine(const ModelConfig& c, Communicator* tp) 
   return e;
 }
 
-void check_tp_matches_single(ModelConfig (*style)(int)) {
+// `sharded`: the model on a tp group of 2 (with its expert groups inside it), `single` on one rank.
+void check_tp_matches_single(const ModelConfig& sharded_config, const ModelConfig& single_config) {
   std::unique_ptr<Communicator> tp = world().split(world().rank() / 2, world().rank());
-  auto sharded = engine(style(2), tp.get());
-  auto single = engine(style(1), nullptr);
+  const MoeConfig& m = sharded_config.moe;
+  const ProcessGroups groups = make_process_groups(
+      *tp, {.tp = 2, .ep = static_cast<int>(m.expert_model_parallel_size),
+            .etp = m.enabled() ? static_cast<int>(m.expert_tensor_parallel_size) : 2});
+  auto sharded = engine(sharded_config, tp.get(), {groups.ep.get(), groups.etp.get(), groups.etp_ep.get()});
+  auto single = engine(single_config, nullptr);
   const int64_t vocab = 300;
   std::vector<int32_t> a = {5, 17, 250, 3, 99, 42, 7}, b = {11, 12, 13};
   double worst = 0.0;
@@ -90,7 +102,7 @@ void check_tp_matches_single(ModelConfig (*style)(int)) {
   EXPECT_LE(worst, 1e-5) << "tp 2 against one rank";
 }
 
-TEST(InferenceTp, LlamaStyleMatchesOneRank) { check_tp_matches_single(&llama_style); }
+TEST(InferenceTp, LlamaStyleMatchesOneRank) { check_tp_matches_single(llama_style(2), llama_style(1)); }
 
 // Sampled generation (temperature, nucleus, a seed) picks the same tokens on every tp rank as on
 // one rank: the logits agree to rounding and the draws are keyed by (seed, request, step).
@@ -118,10 +130,29 @@ TEST(InferenceTp, SampledGenerationMatchesOneRank) {
   tp->broadcast(TensorView(rank0.data(), DType::i32, {static_cast<int64_t>(rank0.size())}), 0);
   EXPECT_EQ(mine, rank0);
 }
-TEST(InferenceTp, Gpt2StyleMatchesOneRank) { check_tp_matches_single(&gpt2_style); }
+TEST(InferenceTp, Gpt2StyleMatchesOneRank) { check_tp_matches_single(gpt2_style(2), gpt2_style(1)); }
 TEST(InferenceTp, MixtureOfExpertsWithExpertBiasMatchesOneRank) {
   ASSERT_FALSE(engine(moe_style(1), nullptr)->expert_biases().empty());
-  check_tp_matches_single(&moe_style);
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::allgather, MoeDispatcher::alltoall})
+    for (const auto [ep, etp] : {std::pair{1, 1}, {1, 2}, {2, 1}}) {
+      SCOPED_TRACE("ep " + std::to_string(ep) + " x etp " + std::to_string(etp) +
+                   (dispatcher == MoeDispatcher::alltoall ? ", alltoall" : ", allgather"));
+      check_tp_matches_single(moe_style(2, ep, etp, dispatcher), moe_style(1));
+    }
+}
+
+// Each rank holds only its experts' shares: ep 2 halves the expert weights a rank keeps.
+TEST(InferenceTp, ExpertParallelHoldsAShareOfTheExperts) {
+  std::unique_ptr<Communicator> tp = world().split(world().rank() / 2, world().rank());
+  const ProcessGroups groups = make_process_groups(*tp, {.tp = 2, .ep = 2, .etp = 1});
+  const auto whole = engine(moe_style(2, 1, 1), tp.get());
+  const auto shared = engine(moe_style(2, 2, 1), tp.get(), {groups.ep.get(), groups.etp.get(), groups.etp_ep.get()});
+  const auto expert_elements = [](InferenceEngine& e) {
+    int64_t n = 0;
+    for (const Param& p : e.params().params()) n += p.expert ? p.value.numel() : 0;
+    return n;
+  };
+  EXPECT_EQ(2 * expert_elements(*shared), expert_elements(*whole));
 }
 
 }  // namespace
