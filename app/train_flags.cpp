@@ -160,8 +160,6 @@ ModelConfig model_config(const Options& o) {
     // Megatron's modules for blocks megatron.cpp lacks, refused naming the block.
     const std::map<std::string, std::string> missing = {
         {"mla_up_proj", "multi-latent attention (DeepSeek-V3 layers) (planned)"},
-        {"moe", "recomputing a whole MoE layer"},
-        {"shared_experts", "recomputing the shared experts"},
         {"gdn_norm_out", "gated delta net attention"},
         {"gdp_in_proj", "gated delta net attention"},
         {"gdp_qkv", "gated delta net attention"},
@@ -170,10 +168,14 @@ ModelConfig model_config(const Options& o) {
       if (const auto it = missing.find(module); it != missing.end())
         MT_FAIL() << "--recompute-modules " << module << " is not implemented in megatron.cpp: " << it->second;
       // moe_act, like layernorm, is always recomputed here: the experts' activation output is never kept.
-      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act")
-          << "--recompute-modules " << module << ": the modules are core_attn, layernorm, mlp and moe_act";
+      MT_CHECK(module == "core_attn" || module == "layernorm" || module == "mlp" || module == "moe_act" ||
+               module == "moe" || module == "shared_experts")
+          << "--recompute-modules " << module
+          << ": the modules are core_attn, layernorm, mlp, moe_act, moe and shared_experts";
       if (module == "core_attn") c.recompute_core_attn = true;
       if (module == "mlp") c.recompute_mlp = true;
+      if (module == "moe") c.recompute_moe = true;
+      if (module == "shared_experts") c.recompute_shared_experts = true;
     }
   }
   // Megatron recomputes the unfused attention core in the backward pass when selective recomputation

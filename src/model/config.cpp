@@ -71,7 +71,8 @@ void ModelConfig::finalize() {
   MT_CHECK(attention_dropout >= 0 && attention_dropout < 1)
       << "--attention-dropout must be in [0, 1), got " << attention_dropout;
   MT_CHECK(init_method_std > 0) << "--init-method-std must be positive";
-  MT_CHECK(!recompute_mlp || recompute_granularity == RecomputeGranularity::selective)
+  MT_CHECK((!recompute_mlp && !recompute_shared_experts && !recompute_moe) ||
+           recompute_granularity == RecomputeGranularity::selective)
       << "--recompute-modules applies to --recompute-granularity selective only";
   MT_CHECK(!(recompute_granularity == RecomputeGranularity::selective && recompute_core_attn &&
              attention_impl == AttentionImpl::unfused))
@@ -176,8 +177,9 @@ void ModelConfig::finalize_moe() {
   MT_CHECK(m.aux_loss_coeff >= 0 && m.z_loss_coeff >= 0) << "--moe-aux-loss-coeff and --moe-z-loss-coeff must not be negative";
   // A full recomputation's rerun would fold its micro-batch into the running mean a second time.
   MT_CHECK(m.load_balancing != MoeLoadBalancing::global_aux_loss ||
-           recompute_granularity != RecomputeGranularity::full)
-      << "--moe-router-load-balancing-type global_aux_loss with --recompute-granularity full is not supported yet";
+           (recompute_granularity != RecomputeGranularity::full && !recompute_moe))
+      << "--moe-router-load-balancing-type global_aux_loss with --recompute-granularity full or --recompute-modules "
+         "moe is not supported yet";
 
 }
 
@@ -193,6 +195,7 @@ ModelConfig ModelConfig::shared_expert_config() const {
   ModelConfig c = *this;
   c.ffn_hidden_size = moe.shared_expert_intermediate_size / tensor_model_parallel_size;
   c.add_bias_linear = false;
+  c.recompute_mlp = recompute_shared_experts;
   return c;
 }
 

@@ -126,11 +126,17 @@ struct ModelConfig {
   RecomputeGranularity recompute_granularity = RecomputeGranularity::none;
   RecomputeMethod recompute_method = RecomputeMethod::uniform;
   int64_t recompute_num_layers = 1;     // --recompute-num-layers
-  // --recompute-modules, under selective granularity. The norm outputs ("layernorm") are always
-  // recomputed here. recompute_mlp drops fc1's output from the saved activations; the backward
-  // reruns fc1 (one GEMM, and under sequence parallelism its all-gather) from the remade norm output.
+  // --recompute-modules, under selective granularity. The norm outputs ("layernorm") and the
+  // experts' activation output ("moe_act") are always recomputed here. recompute_mlp ("mlp", dense
+  // layers) drops fc1's output from the saved activations; the backward reruns fc1 (one GEMM, and
+  // under sequence parallelism its all-gather) from the remade norm output. recompute_shared_experts
+  // ("shared_experts") does the same for an MoE layer's shared expert; recompute_moe ("moe") keeps
+  // nothing of an MoE block (router, dispatch, experts) and reruns its forward, communication
+  // included, before its backward.
   bool recompute_core_attn = true;
   bool recompute_mlp = false;
+  bool recompute_shared_experts = false;
+  bool recompute_moe = false;
   // Tensor parallelism: heads, query groups, the MLP and the vocabulary are split over this many
   // ranks; with sequence_parallel the norms, dropout and residual adds run on s/t tokens each.
   int64_t tensor_model_parallel_size = 1;  // --tensor-model-parallel-size

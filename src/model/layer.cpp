@@ -32,7 +32,7 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   act.residual1 = a.alloc(dtype, {Nl, h});
   act.norm2 = alloc_norm_stats(a, c, Nl);
   if (kinds.dense) act.mlp = alloc_mlp_saved(a, c, shape, dtype);
-  if (kinds.moe) act.moe = alloc_moe_saved(a, c, shape, dtype);
+  if (kinds.moe && !c.recompute_moe) act.moe = alloc_moe_saved(a, c, shape, dtype);
   if (dropout) act.mlp_drop_mask = a.alloc(DType::u8, {Nl, h});
   if (with_output) act.out = a.alloc(dtype, {Nl, h});
   return act;
@@ -58,6 +58,16 @@ void alloc_layer_scratch_bwd(Arena& a, LayerScratch& sc, const ModelConfig& c, L
   if (kinds.moe) alloc_moe_scratch_bwd(a, sc.moe, c, shape);
 }
 
+namespace {
+
+// Where an MoE block keeps what its backward reads: the layer's activations, or under
+// --recompute-modules moe the scratch its forward is rerun into.
+const MoeSaved& moe_saved(const ModelConfig& c, const LayerActivations& act, const LayerScratch& sc) {
+  return c.recompute_moe ? sc.moe.recomputed : act.moe;
+}
+
+}  // namespace
+
 void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const TensorView& x,
                            const LayerActivations& act, const LayerScratch& sc, bool with_output) {
   const ModelConfig& c = *ctx.config;
@@ -77,7 +87,7 @@ void transformer_layer_fwd(const LayerContext& ctx, const LayerWeights& w, const
       mlp_block_fwd(ctx, w.mlp, sc.norm2_out, act.mlp, sc.mlp, sc.sp_gathered, sc.sp_partial, sc.dense, with_output);
       break;
     case MlpKind::moe:  // the backward needs the experts' output: no shortcut
-      moe_block_fwd(ctx, w.moe, sc.norm2_out, act.moe, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense);
+      moe_block_fwd(ctx, w.moe, sc.norm2_out, moe_saved(c, act, sc), sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense);
       break;
   }
   if (!with_output) return dropout_mask(act.mlp_drop_mask, ctx.hidden_dropout(), mlp_dropout, ctx.residual_rows());
@@ -107,8 +117,13 @@ void transformer_layer_bwd(const LayerContext& ctx, const LayerWeights& w, const
                     sc.dnorm);
       break;
     case MlpKind::moe:
-      moe_block_bwd(ctx, w.moe, g.moe, sc.norm2_out, act.moe, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dense,
-                    sc.dnorm);
+      if (c.recompute_moe) {  // the same routing and rows as the forward (no statistics this time)
+        LayerContext rerun = ctx;
+        rerun.moe_stats = nullptr;
+        moe_block_fwd(rerun, w.moe, sc.norm2_out, sc.moe.recomputed, sc.moe, sc.sp_gathered, sc.sp_partial, sc.dnorm);
+      }
+      moe_block_bwd(ctx, w.moe, g.moe, sc.norm2_out, moe_saved(c, act, sc), sc.moe, sc.sp_gathered, sc.sp_partial,
+                    sc.dense, sc.dnorm);
       break;
   }
   norm_bwd(c, dx, g.mlp_norm, sc.dnorm, act.residual1, w.mlp_norm, act.norm2);

@@ -24,7 +24,10 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
   const int64_t qk_heads = c.qk_layernorm ? n + g : 0;  // heads whose rows --qk-layernorm normalises
   const bool unfused = c.attention_impl == AttentionImpl::unfused;
   const int64_t drop_mask = c.hidden_dropout > 0.0f ? Nl * h : 0;  // none without dropout
-  const bool fc1_kept = !(c.recompute_granularity == RecomputeGranularity::selective && c.recompute_mlp);
+  const bool selective = c.recompute_granularity == RecomputeGranularity::selective;
+  const bool fc1_kept = !(selective && c.recompute_mlp);  // dense layers
+  const bool shared_fc1_kept = !(selective && c.recompute_shared_experts);
+  const bool moe_kept = kinds.moe && !c.recompute_moe;  // --recompute-modules moe keeps nothing of the block
   // MoE: the router's outputs per token, and the dispatcher's rows at their worst case
   // (parallel/expert_dispatch.h): R rows reach this rank's experts; the combine keeps P rows and the
   // weights of W tokens (alltoall over several ranks: this rank's own L rows and tokens; otherwise
@@ -57,12 +60,12 @@ std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpK
       a * Nl * h,
       norm_stats,
       kinds.dense && fc1_kept ? a * N * c.fc1_size() / t : 0,
-      kinds.moe ? 4 * Nl * E : 0,
-      kinds.moe ? routing : 0,
-      4 * R * h,
-      a * R * (kinds.moe ? c.moe_fc1_size() / m.expert_tensor_parallel_size : 0),
-      kinds.moe ? 4 * P * h : 0,
-      kinds.moe && fc1_kept ? a * N * shared_fc1 : 0,
+      moe_kept ? 4 * Nl * E : 0,
+      moe_kept ? routing : 0,
+      moe_kept ? 4 * R * h : 0,
+      moe_kept ? a * R * c.moe_fc1_size() / m.expert_tensor_parallel_size : 0,
+      moe_kept ? 4 * P * h : 0,
+      moe_kept && shared_fc1_kept ? a * N * shared_fc1 : 0,
       drop_mask,
       a * Nl * h,
   };

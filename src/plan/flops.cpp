@@ -39,16 +39,20 @@ double recompute_flops(const ModelConfig& c, const StageRange& range, int64_t se
   const double moe_mlp = 2.0 * h * gated * moe_f + 2.0 * moe_f * h;  // routed and shared experts, fc1 and fc2
   const double scores = nd * s;  // QKᵀ per token, causal half
   const double attention = 2.0 * h * (nd + 2.0 * gd) + 2.0 * nd * h + 2.0 * scores;
-  // Every layer: the flash backward remakes the scores; selective --recompute-modules mlp reruns
-  // fc1 (of an MoE layer's shared expert).
+  // Every layer: the flash backward remakes the scores. Selective --recompute-modules: mlp reruns a
+  // dense layer's fc1, shared_experts the shared expert's, moe the whole block's experts (the
+  // router's GEMM is outside Megatron's formula).
   const bool selective = c.recompute_granularity == RecomputeGranularity::selective;
   const double flash = c.attention_impl == AttentionImpl::flash ? scores : 0.0;
   const double shared_fc1 = 2.0 * h * gated * static_cast<double>(c.moe.shared_expert_intermediate_size);
+  const double moe_rerun = !selective ? 0.0
+                           : c.recompute_moe ? moe_mlp + (c.recompute_shared_experts ? shared_fc1 : 0.0)
+                           : c.recompute_shared_experts ? shared_fc1 : 0.0;
   const RecomputePlan plan(c, range);
   double per_token = 0.0;
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
     const bool moe = c.mlp_kind(i) == MlpKind::moe;
-    per_token += flash + (selective && c.recompute_mlp ? (moe ? shared_fc1 : fc1) : 0.0);
+    per_token += flash + (moe ? moe_rerun : selective && c.recompute_mlp ? fc1 : 0.0);
     if (plan.group_first(i) >= 0)
       per_token += attention + (moe ? moe_mlp : fc1 + (plan.group_last(i) ? 0.0 : fc2));
   }

@@ -205,43 +205,52 @@ TEST(MoeModel, StatsCountTokensAndDroppedChoices) {
   }
 }
 
-// Mixed precision and full recomputation run the same MoE forward (the rerun reproduces the
-// saved routing exactly), so gradients agree with the plain run bit for bit.
-TEST(MoeModel, FullRecomputationGivesTheSameGradients) {
-  for (const DType dtype : {DType::f32, DType::bf16}) {
-    ModelConfig plain = tiny_moe(true);
-    plain.moe.aux_loss_coeff = 1e-2;
-    plain.moe.z_loss_coeff = 1e-3;
-    plain.moe.shared_expert_intermediate_size = 8;
-    plain.params_dtype = dtype;
-    plain.finalize();
-    ModelConfig full = plain;
-    full.recompute_granularity = RecomputeGranularity::full;
-    full.recompute_num_layers = 2;
-    full.finalize();
-    std::vector<std::vector<float>> grads[2];
-    double losses[2];
-    for (int k = 0; k < 2; ++k) {
-      GptModel model(k == 0 ? plain : full, 2, cpu_backend(), nullptr);
-      model.init(5);
-      test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
-      const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
-      ForwardOptions train;
-      train.grad_scale = 1.0f;
-      train.aux_loss_scale = 1.0f;
-      model.stage().zero_grads();
-      losses[k] = model.forward(batch, train).loss_sum;
-      model.backward();
-      for (ParamStore* store : model.stage().param_stores())
-        for (const Param& p : store->params()) {
-          std::vector<float> g(static_cast<size_t>(p.grad.numel()));
-          std::memcpy(g.data(), p.grad.data, p.grad.bytes());
-          grads[k].push_back(g);
-        }
+// Mixed precision and recomputation (full, or selective of the MoE block or its shared expert)
+// run the same MoE forward (the rerun reproduces the saved routing exactly), so gradients agree
+// with the plain run bit for bit.
+TEST(MoeModel, RecomputationGivesTheSameGradients) {
+  for (const DType dtype : {DType::f32, DType::bf16})
+    for (const int variant : {0, 1, 2}) {  // full; selective moe + shared_experts; selective shared_experts
+      ModelConfig plain = tiny_moe(true);
+      plain.moe.aux_loss_coeff = 1e-2;
+      plain.moe.z_loss_coeff = 1e-3;
+      plain.moe.shared_expert_intermediate_size = 8;
+      plain.params_dtype = dtype;
+      plain.finalize();
+      ModelConfig recomputing = plain;
+      if (variant == 0) {
+        recomputing.recompute_granularity = RecomputeGranularity::full;
+        recomputing.recompute_num_layers = 2;
+      } else {
+        recomputing.recompute_granularity = RecomputeGranularity::selective;
+        recomputing.recompute_moe = variant == 1;
+        recomputing.recompute_shared_experts = true;
+      }
+      recomputing.finalize();
+      SCOPED_TRACE("variant " + std::to_string(variant) + " " + std::string(dtype_name(dtype)));
+      std::vector<std::vector<float>> grads[2];
+      double losses[2];
+      for (int k = 0; k < 2; ++k) {
+        GptModel model(k == 0 ? plain : recomputing, 2, cpu_backend(), nullptr);
+        model.init(5);
+        test::HostTensor tokens = test::randint({2, 9}, 37, 1), labels = test::randint({2, 9}, 37, 2);
+        const MicroBatch batch{tokens.view(), labels.view(), TensorView()};
+        ForwardOptions train;
+        train.grad_scale = 1.0f;
+        train.aux_loss_scale = 1.0f;
+        model.stage().zero_grads();
+        losses[k] = model.forward(batch, train).loss_sum;
+        model.backward();
+        for (ParamStore* store : model.stage().param_stores())
+          for (const Param& p : store->params()) {
+            std::vector<float> g(static_cast<size_t>(p.grad.numel()));
+            std::memcpy(g.data(), p.grad.data, p.grad.bytes());
+            grads[k].push_back(g);
+          }
+      }
+      EXPECT_EQ(losses[0], losses[1]);
+      for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[0][i], grads[1][i]) << "param " << i;
     }
-    EXPECT_EQ(losses[0], losses[1]);
-    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[0][i], grads[1][i]) << "param " << i;
-  }
 }
 
 TEST(MoeModel, RefusesWhatCannotWork) {

@@ -159,5 +159,19 @@ TEST(MoeTrain, Qwen3MoeShapedMatchesSingleRank) {
   expect_same_curve(m, 1, false, run);
 }
 
+// --recompute-modules moe shared_experts: each MoE block's forward, dispatch included, reruns before
+// its backward; under tp 2 + sp with the experts over ep 2 the rerun's collectives match the
+// forward's on every rank.
+TEST(MoeTrain, RecomputedMoeBlocksMatchSingleRank) {
+  if (world().size() != 2 && world().size() != 4) GTEST_SKIP();
+  ModelConfig m = moe_style();
+  m.moe.shared_expert_intermediate_size = 32;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  m.moe.expert_model_parallel_size = 2;
+  m.recompute_granularity = RecomputeGranularity::selective;
+  m.recompute_moe = m.recompute_shared_experts = true;
+  expect_same_curve(m, 2, true);
+}
+
 }  // namespace
 }  // namespace mt::test

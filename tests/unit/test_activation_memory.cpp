@@ -123,7 +123,8 @@ TEST(ActivationMemory, TheFormulaIsTheLedgerForMoeLayers) {
         for (const MoeLoadBalancing balancing : {MoeLoadBalancing::none, MoeLoadBalancing::aux_loss,
                                                  MoeLoadBalancing::seq_aux_loss})
           for (const int64_t shared : {0, 16})
-            for (const int64_t t : {1, 2}) {
+            for (const int64_t t : {1, 2})
+              for (const int recompute : {0, 1, 2}) {  // none; mlp and shared_experts; moe
               ModelConfig c;
               c.num_layers = 2;
               c.hidden_size = 48;
@@ -145,14 +146,18 @@ TEST(ActivationMemory, TheFormulaIsTheLedgerForMoeLayers) {
               c.moe.aux_loss_coeff = 1e-2;
               if (capacity > 0) c.moe.capacity.capacity_factor = 0.7;
               c.moe.capacity.pad_to_capacity = capacity == 2;
+              if (recompute > 0) c.recompute_granularity = RecomputeGranularity::selective;
+              c.recompute_mlp = c.recompute_shared_experts = recompute == 1;
+              c.recompute_moe = recompute == 2;
               c.finalize();
-              SCOPED_TRACE(c.summary() + " capacity " + std::to_string(capacity) + " tp " + std::to_string(t));
+              SCOPED_TRACE(c.summary() + " capacity " + std::to_string(capacity) + " tp " + std::to_string(t) +
+                           " recompute " + std::to_string(recompute));
               const StageRange all{0, 2, true, true};
               expect_same_entries(measured(c, 3, {false, true}), layer_activation_formula(c, 3, all, 0));
               expect_same_entries(measured(c, 3), layer_activation_formula(c, 3, all, 1));
               ++cases;
             }
-  EXPECT_EQ(cases, 2 * 2 * 3 * 3 * 2 * 2);
+  EXPECT_EQ(cases, 2 * 2 * 3 * 3 * 2 * 2 * 3);
 }
 
 // Full recomputation keeps a layer's input alone (the paper's 2·s·b·h with 16-bit activations):

@@ -94,6 +94,23 @@ TEST(PlanFlops, MoeLayersCountTheirRoutedAndSharedExperts) {
   const double rerun_moe = 2.0 * h * (2 * (40 * 2 + 24) + (40 * 2 + 24)), dense_fc1 = 2.0 * h * 2 * 96;
   EXPECT_NEAR(recompute_flops(moe, StageRange::whole(moe), B) - recompute_flops(dense, StageRange::whole(dense), B),
               3 * tokens * (rerun_moe - dense_fc1), 1e-9 * recompute_flops(dense, StageRange::whole(dense), B));
+  // Selective modules (unfused attention: no score rerun): mlp reruns the dense layer's fc1 only,
+  // shared_experts each MoE layer's shared fc1, moe each MoE block whole (and with both, the
+  // rerun block's shared fc1 once more).
+  const double shared_fc1 = 2.0 * h * 2 * 24;
+  moe.recompute_granularity = RecomputeGranularity::selective;
+  moe.recompute_core_attn = false;
+  const auto rerun = [&](bool mlp, bool shared, bool block) {
+    moe.recompute_mlp = mlp;
+    moe.recompute_shared_experts = shared;
+    moe.recompute_moe = block;
+    moe.finalize();
+    return recompute_flops(moe, StageRange::whole(moe), B);
+  };
+  EXPECT_DOUBLE_EQ(rerun(true, false, false), tokens * dense_fc1);
+  EXPECT_DOUBLE_EQ(rerun(false, true, false), 3 * tokens * shared_fc1);
+  EXPECT_NEAR(rerun(false, false, true), 3 * tokens * rerun_moe, 1e-9 * tokens * rerun_moe);
+  EXPECT_NEAR(rerun(true, true, true), tokens * (dense_fc1 + 3 * (rerun_moe + shared_fc1)), 1e-9 * tokens * rerun_moe);
 }
 
 }  // namespace

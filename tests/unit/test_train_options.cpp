@@ -247,14 +247,15 @@ TEST(TrainOptions, PrecisionAndRecomputeFlagsAreChecked) {
                 .find("exceeds --num-layers"),
             std::string::npos);
   EXPECT_NE(error_with({"--recompute-modules", "mlp"}).find("selective only"), std::string::npos);
-  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe"})
-                .find("--recompute-modules moe is not implemented in megatron.cpp: recomputing a whole MoE layer"),
+  EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mlp", "moe", "--num-experts",
+                        "4", "--disable-bias-linear", "--moe-router-load-balancing-type", "global_aux_loss"})
+                .find("global_aux_loss with --recompute-granularity full or --recompute-modules moe"),
             std::string::npos);
   EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj"})
                 .find("multi-latent attention (DeepSeek-V3 layers) (planned)"),
             std::string::npos);
   EXPECT_NE(error_with({"--recompute-granularity", "selective", "--recompute-modules", "attn"})
-                .find("--recompute-modules attn: the modules are core_attn, layernorm, mlp and moe_act"),
+                .find("--recompute-modules attn: the modules are core_attn, layernorm, mlp, moe_act, moe and shared_experts"),
             std::string::npos);
   // Without core_attn, selective recomputation and the unfused attention (which stores the
   // probabilities) go together; with it Megatron recomputes the unfused core, keeping no

@@ -8,10 +8,12 @@
 namespace mt {
 
 namespace {
-// fc1's output: saved, or (--recompute-modules mlp) remade into scratch.
-TensorView fc1_out(const ModelConfig& c, const MlpSaved& saved, const MlpScratch& sc) {
-  return c.recompute_mlp ? sc.fc1_out : saved.fc1_out;
-}
+// Whether fc1's output is remade in the backward (--recompute-modules mlp for a dense layer,
+// shared_experts for an MoE layer's shared expert): then the saved struct holds none.
+bool recomputes_fc1(const MlpSaved& saved) { return saved.fc1_out.ndim() == 0; }
+
+// fc1's output: saved, or remade into scratch.
+TensorView fc1_out(const MlpSaved& saved, const MlpScratch& sc) { return recomputes_fc1(saved) ? sc.fc1_out : saved.fc1_out; }
 }  // namespace
 
 MlpSaved alloc_mlp_saved(Arena& a, const ModelConfig& c, LayerShape shape, DType dtype) {
@@ -36,7 +38,7 @@ void mlp_block_fwd(const LayerContext& ctx, const MlpWeights& w, const TensorVie
                    const MlpScratch& sc, const TensorView& sp_gathered, const TensorView& sp_partial,
                    const TensorView& out, bool with_output) {
   const ModelConfig& c = *ctx.config;
-  const TensorView fc1 = fc1_out(c, saved, sc);
+  const TensorView fc1 = fc1_out(saved, sc);
   column_parallel_linear_fwd(ctx.tp, fc1, inp, w.fc1_weight, w.fc1_bias, sp_gathered);
   ctx.round(fc1);
   if (!with_output) return;
@@ -50,8 +52,8 @@ void mlp_block_bwd(const LayerContext& ctx, const MlpWeights& w, const MlpWeight
                    const MlpSaved& saved, const MlpScratch& sc, const TensorView& sp_gathered,
                    const TensorView& sp_partial, const TensorView& dout, const TensorView& din) {
   const ModelConfig& c = *ctx.config;
-  const TensorView fc1 = fc1_out(c, saved, sc);
-  if (c.recompute_mlp) {
+  const TensorView fc1 = fc1_out(saved, sc);
+  if (recomputes_fc1(saved)) {
     column_parallel_linear_fwd(ctx.tp, fc1, inp, w.fc1_weight, w.fc1_bias, sp_gathered);
     ctx.round(fc1);
   }

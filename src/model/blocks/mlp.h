@@ -21,7 +21,7 @@ struct MlpWeights {
 // Kept between forward and backward (activation dtype). The activation's output is not kept:
 // the backward recomputes it from fc1_out (one elementwise pass).
 struct MlpSaved {
-  TensorView fc1_out;  // [N, ffn or 2·ffn]  (empty under --recompute-modules mlp)
+  TensorView fc1_out;  // [N, ffn or 2·ffn]  (empty when recomputed: --recompute-modules mlp, or shared_experts)
 };
 
 struct MlpScratch {

@@ -170,6 +170,7 @@ MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shap
     sc.shared_out = a.alloc(DType::f32, {Nl, c.hidden_size});
     sc.shared = alloc_mlp_scratch_fwd(a, c.shared_expert_config(), shape);
   }
+  if (c.recompute_moe) sc.recomputed = alloc_moe_saved(a, c, shape, DType::f32);
   return sc;
 }
 

@@ -78,6 +78,9 @@ struct MoeScratch {
   std::shared_ptr<ExpertDispatchScratch> dispatch;
   std::shared_ptr<MoeHostMirror> host;  // shared: the scratch is passed const
   MlpScratch shared;
+  // --recompute-modules moe: the block's saved tensors (f32), made by the forward and remade before
+  // the backward; every layer's block shares them (LayerActivations keep none).
+  MoeSaved recomputed;
   // Backward only:
   TensorView dact;           // [R, ffn_moe]
   TensorView dpre_act;       // [R, f1]
