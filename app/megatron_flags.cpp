@@ -344,7 +344,6 @@ const std::vector<Rule> kRules = {
     {"--min-offloaded-tensor-size", {missing, "activation offloading to host memory", out_of_scope}},
     {"--delta-offload-bytes-across-pp-ranks", {missing, "activation offloading to host memory", out_of_scope}},
     {"--distribute-saved-activations", {missing, "recomputation inputs split over tensor-parallel ranks", out_of_scope}},
-    {"--moe-layer-recompute", {missing, "recomputation of whole MoE layers", out_of_scope}},
     {"--use-megatron-fsdp", {missing, kFsdp, out_of_scope}},
     {"--megatron-fsdp-*", {missing, kFsdp, out_of_scope}},
     {"--fsdp-*", {missing, kFsdp, out_of_scope}},

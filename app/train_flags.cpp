@@ -154,6 +154,14 @@ ModelConfig model_config(const Options& o) {
     MT_CHECK(!o.has("--recompute-method")) << "--recompute-method applies to --recompute-granularity full only";
     if (granularity == "selective") c.recompute_granularity = RecomputeGranularity::selective;
   }
+  // Megatron's deprecated spelling of --recompute-modules moe (with the default core_attn).
+  if (o.flag("--moe-layer-recompute")) {
+    MT_CHECK(granularity != "full") << "--moe-layer-recompute is selective recomputation of the MoE blocks; it "
+                                       "contradicts --recompute-granularity full";
+    granularity = "selective";
+    c.recompute_granularity = RecomputeGranularity::selective;
+    c.recompute_moe = true;
+  }
   if (o.has("--recompute-modules")) {
     MT_CHECK(granularity == "selective") << "--recompute-modules applies to --recompute-granularity selective only";
     c.recompute_core_attn = false;
@@ -174,7 +182,7 @@ ModelConfig model_config(const Options& o) {
           << ": the modules are core_attn, layernorm, mlp, moe_act, moe and shared_experts";
       if (module == "core_attn") c.recompute_core_attn = true;
       if (module == "mlp") c.recompute_mlp = true;
-      if (module == "moe") c.recompute_moe = true;
+      if (module == "moe") c.recompute_moe = true;  // stays set under --moe-layer-recompute
       if (module == "shared_experts") c.recompute_shared_experts = true;
     }
   }

@@ -108,6 +108,10 @@ class TensorParallelTerms {
       if (!to_fc1) row_forward(what, 1);
       return;
     }
+    moe_forward(what);
+  }
+  // An MoE block's forward (also rerun whole under --recompute-modules moe).
+  void moe_forward(const std::string& what) {
     if (c_.moe.shared_expert_intermediate_size > 0) {
       column_forward(what, 1);
       row_forward(what, 1);
@@ -181,8 +185,12 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
     for (int64_t j = recompute.group_first(i); j <= i; ++j) tp.layer_forward("full recompute", j, /*to_fc1=*/j == i);
   }
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
-    // Selective recomputation of the MLP reruns fc1 in each layer's backward (its all-gather under sp).
-    if (c.recompute_mlp && tp.has_mlp_linears(i)) tp.column_forward("selective recompute (fc1)", 1);
+    // Selective recomputation: --recompute-modules moe reruns an MoE block's forward before its
+    // backward; mlp (dense layers) and shared_experts rerun fc1 in the backward (its all-gather under sp).
+    const bool moe = c.mlp_kind(i) == MlpKind::moe, shared = moe && c.moe.shared_expert_intermediate_size > 0;
+    if (moe && c.recompute_moe) tp.moe_forward("selective recompute (moe)");
+    if ((!moe && c.recompute_mlp) || (shared && c.recompute_shared_experts))
+      tp.column_forward("selective recompute (fc1)", 1);
     tp.layer_backward("layer backward", i);
   }
 }

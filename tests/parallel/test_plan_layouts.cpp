@@ -30,6 +30,7 @@ struct Layout {
   RecomputeMethod method = RecomputeMethod::uniform;
   int64_t recompute_layers = 1;
   bool recompute_mlp = false;
+  bool recompute_shared_experts = false, recompute_moe = false;  // --recompute-modules shared_experts, moe
   bool unfused = false;  // --attention-backend unfused: the [b, n, s, s] probabilities kept
   int64_t num_layers = 2, seq_length = 32, micro_batch = 2;
   const char* moe_layers = nullptr;  // --moe-layer-freq of an MoE model (4 experts, top-2), or dense
@@ -168,6 +169,15 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .recompute = RecomputeGranularity::selective,
        .recompute_mlp = true,
        .moe_layers = "1"},
+      {.name = "MoE and dense layers, tp 2 + sp, shared expert, selective moe and shared-expert recompute, fp32",
+       .tp = 2,
+       .sp = true,
+       .llama = true,
+       .recompute = RecomputeGranularity::selective,
+       .recompute_mlp = true,
+       .recompute_shared_experts = true,
+       .recompute_moe = true,
+       .moe_layers = "[1,0]"},
       {.name = "MoE Sinkhorn top-1, tp 2 + sp, full block recompute, fp32",
        .tp = 2,
        .sp = true,
@@ -213,6 +223,8 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     m.recompute_method = l.method;
     m.recompute_num_layers = l.recompute_layers;
     m.recompute_mlp = l.recompute_mlp;
+    m.recompute_shared_experts = l.recompute_shared_experts;
+    m.recompute_moe = l.recompute_moe;
     if (l.unfused) m.attention_impl = AttentionImpl::unfused;
     if (l.moe_layers) {
       m.moe.num_experts = 4;

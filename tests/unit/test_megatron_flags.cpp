@@ -156,6 +156,22 @@ TEST(MegatronFlags, OldFlagsAreReadAsTheirCurrentNames) {
                 .find("given twice with different values"),
             std::string::npos);
   EXPECT_NE(error_of({"--activations-checkpoint-method"}).find("needs a value"), std::string::npos);
+  // --moe-layer-recompute: selective recomputation with moe added to the modules (core_attn stays).
+  const std::vector<std::string> moe = {"--num-experts", "4", "--disable-bias-linear", "--moe-layer-recompute"};
+  const ModelConfig layer_recompute = model_config(parse_options("train", moe));
+  EXPECT_EQ(layer_recompute.recompute_granularity, RecomputeGranularity::selective);
+  EXPECT_TRUE(layer_recompute.recompute_moe && layer_recompute.recompute_core_attn);
+  std::vector<std::string> with_mlp = moe;
+  with_mlp.insert(with_mlp.end(), {"--recompute-granularity", "selective", "--recompute-modules", "mlp"});
+  const ModelConfig both = model_config(parse_options("train", with_mlp));
+  EXPECT_TRUE(both.recompute_moe && both.recompute_mlp && !both.recompute_core_attn);
+  try {
+    model_config(parse_options("train", {"--moe-layer-recompute", "--recompute-granularity", "full",
+                                         "--recompute-method", "uniform"}));
+    ADD_FAILURE() << "--moe-layer-recompute with full recomputation was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("contradicts --recompute-granularity full"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MegatronFlags, TyposAreUnknownWithTheNearestName) {

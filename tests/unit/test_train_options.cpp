@@ -33,7 +33,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--make-vocab-size-divisible-by", "--max-position-embeddings", "--merge-file", "--micro-batch-size",
       "--microbatch-group-size-per-virtual-pipeline-stage", "--min-loss-scale", "--min-lr", "--mock-data",
       "--moe-aux-loss-coeff", "--moe-expert-capacity-factor", "--moe-ffn-hidden-size", "--moe-grouped-gemm",
-      "--moe-layer-freq", "--moe-pad-expert-input-to-capacity", "--moe-router-bias-update-rate",
+      "--moe-layer-freq", "--moe-layer-recompute", "--moe-pad-expert-input-to-capacity", "--moe-router-bias-update-rate",
       "--moe-router-dtype", "--moe-router-enable-expert-bias", "--moe-router-group-topk",
       "--moe-router-load-balancing-type", "--moe-router-num-groups", "--moe-router-pre-softmax",
       "--moe-router-score-function", "--moe-router-topk", "--moe-router-topk-scaling-factor",
