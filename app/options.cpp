@@ -80,6 +80,7 @@ const std::vector<OptionSpec> kTable = {
     {"--train-iters", T::integer, "", "iterations to train (or give --train-samples)", "", "train"},
     {"--train-samples", T::integer, "", "samples to train; iterations = samples // global batch, or under a batch schedule the iterations that reach them (or give --train-iters)", "", "train"},
     {"--log-interval", T::integer, "100", "iterations between log lines", "", "train"},
+    {"--log-params-norm", T::flag, "", "log the parameters' L2 norm after the update (\"params norm\")", "", "train"},
     {"--log-progress", T::flag, "", "print a [progress] line (iterations done, time elapsed and left) after each log line, also under mpirun and into pipes (by default only a single-rank run on a terminal shows it); Megatron's progress.txt is not written", "", "train"},
     {"--profile-ops", T::flag, "", "time every op (each waits for its device) and print where the steps after the first went, op by op, when training ends", "", "train"},
     {"--eval-interval", T::integer, "", "iterations between evaluations on the validation split (default: only after training)", "", "train"},

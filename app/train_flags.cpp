@@ -230,6 +230,7 @@ TrainConfig train_config(const Options& o) {
   t.train_iters = optional_integer(o, "--train-iters");
   t.train_samples = optional_integer(o, "--train-samples");
   t.log_interval = o.integer("--log-interval");
+  t.log_params_norm = o.flag("--log-params-norm");
   t.eval_interval = optional_integer(o, "--eval-interval");
   t.eval_iters = o.integer("--eval-iters");
   t.exit_interval = optional_integer(o, "--exit-interval");

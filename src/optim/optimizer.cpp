@@ -137,21 +137,18 @@ TensorView AdamW::value_of(const Segment& s) const {
 // scaled ones, then one fused AdamW pass that unscales, clips, updates and writes the 16-bit copy.
 // The result is bit for bit that of the separate per-tensor passes (see AdamWParams::grad_unscale
 // and unscaled_sum_squares); the gradients are left as they came.
-AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
-                              std::optional<float> embedding_or_output_lr) {
-  StepResult result;
-  const float unscale = 1.0f / loss_scale;
-  norm_grads_.clear();
+double AdamW::global_norm(bool values, float unscale) {
+  norm_tensors_.clear();
   norm_group_of_.clear();
   for (const Segment& s : segments_)
     if (is_counted_copy(*s.param)) {
-      norm_grads_.push_back(grad_of(s));
+      norm_tensors_.push_back(!values ? grad_of(s) : s.main.empty() ? value_of(s) : s.main);
       norm_group_of_.push_back(s.norm);
     }
-  norm_sums_.resize(norm_grads_.size());
-  const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_grads_));
+  norm_sums_.resize(norm_tensors_.size());
+  const size_t scratch = static_cast<size_t>(unscaled_sum_squares_multi_scratch(norm_tensors_));
   if (norm_scratch_.size() < scratch) norm_scratch_.resize(scratch);
-  unscaled_sum_squares_multi(norm_grads_, unscale, norm_scratch_, norm_sums_);
+  unscaled_sum_squares_multi(norm_tensors_, unscale, norm_scratch_, norm_sums_);
   group_sums_.assign(norm_groups_.size(), 0.0);  // in parameter order, as grad_norm adds them
   for (size_t i = 0; i < norm_sums_.size(); ++i) group_sums_[norm_group_of_[i]] += norm_sums_[i];
   double sum = 0.0;
@@ -161,7 +158,16 @@ AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float wei
     group = sum_over(norm_groups_[g].model, group);
     sum += group;
   }
-  result.grad_norm = std::sqrt(sum);
+  return std::sqrt(sum);
+}
+
+double AdamW::params_norm() { return global_norm(/*values=*/true, 1.0f); }
+
+AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
+                              std::optional<float> embedding_or_output_lr) {
+  StepResult result;
+  const float unscale = 1.0f / loss_scale;
+  result.grad_norm = global_norm(/*values=*/false, unscale);
   if (!std::isfinite(result.grad_norm)) {
     result.found_inf = true;
     return result;

@@ -86,6 +86,10 @@ class AdamW {
   // embedding_or_output_lr: the word embedding's and output layer's own rate (--decoupled-lr).
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f,
                   std::optional<float> embedding_or_output_lr = std::nullopt);
+  // --log-params-norm: the L2 norm of the parameters (the f32 main copies of 16-bit ones, as
+  // Megatron's calc_params_l2_norm), each counted once and summed over the groups the gradient
+  // norm is; a collective over them. Call it on every rank after step().
+  double params_norm();
 
   // The part [begin, end) of a parameter (flat) that this rank updates, and its state. The
   // parameter's value and gradient views are read at every step (a caller may repoint them).
@@ -106,6 +110,9 @@ class AdamW {
  private:
   TensorView grad_of(const Segment& s) const;
   TensorView value_of(const Segment& s) const;
+  // The L2 norm of the counted gradients (scaled by `unscale`) or parameter values, over every
+  // rank that holds a part of them.
+  double global_norm(bool values, float unscale);
 
   // Where partial sums of the squared norm go: the distributed optimizer's group (or null), then
   // the group the parameters differ over. Chunks with the same pair share one.
@@ -120,9 +127,9 @@ class AdamW {
   int64_t step_ = 0;
   // Reused by every step (sized by the first): the multi-tensor launches' argument lists and the
   // norm's per-chunk partial sums.
-  std::vector<TensorView> norm_grads_;
+  std::vector<TensorView> norm_tensors_;
   std::vector<double> norm_sums_, norm_scratch_, group_sums_;
-  std::vector<size_t> norm_group_of_;  // per entry of norm_grads_
+  std::vector<size_t> norm_group_of_;  // per entry of norm_tensors_
   std::vector<AdamWTensor> update_, decoupled_update_;
 };
 

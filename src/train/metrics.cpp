@@ -37,6 +37,7 @@ std::string format_log_line(const LogLine& l, const std::string& timestamp) {
   for (const auto& [name, value] : l.moe_losses) s += printf_string(" %s: %.6E |", name.c_str(), value);
   s += printf_string(" loss scale: %.1f |", static_cast<double>(l.loss_scale));
   if (l.grad_norm) s += printf_string(" grad norm: %.3f |", *l.grad_norm);
+  if (l.params_norm) s += printf_string(" params norm: %.3f |", *l.params_norm);
   s += printf_string(" number of skipped iterations: %3lld |", static_cast<long long>(l.skipped_iterations));
   s += printf_string(" number of nan iterations: %3lld |", static_cast<long long>(l.nan_iterations));
   return s;

@@ -30,6 +30,7 @@ struct IterationStats {
   double loss = 0.0;             // lm loss: Σ mask·token loss / Σ mask over the global batch
   double num_tokens = 0.0;       // Σ mask over the global batch
   double grad_norm = 0.0;        // global L2 norm before clipping
+  std::optional<double> params_norm;  // --log-params-norm: the parameters' L2 norm after the update
   float lr = 0.0f;               // learning rate this iteration's update used: lr(samples consumed before it)
   float weight_decay = 0.0f;     // weight decay it used
   float logged_lr = 0.0f;        // the scheduler's lr after this iteration (what Megatron logs)
@@ -58,6 +59,7 @@ struct LogLine {
   std::vector<std::pair<std::string, double>> moe_losses;  // after the lm loss, as Megatron's total_loss_dict
   float loss_scale = 1.0f;
   std::optional<double> grad_norm;
+  std::optional<double> params_norm;      // --log-params-norm
   int64_t skipped_iterations = 0;
   int64_t nan_iterations = 0;
 };

@@ -93,6 +93,7 @@ struct TrainConfig {
   std::optional<int64_t> train_samples;  // --train-samples
 
   int64_t log_interval = 100;             // --log-interval
+  bool log_params_norm = false;           // --log-params-norm: the parameters' L2 norm after each update
   std::optional<int64_t> eval_interval;   // --eval-interval; unset: evaluate only after training
   int64_t eval_iters = 100;               // --eval-iters; 0 disables evaluation
   std::optional<int64_t> exit_interval;   // --exit-interval

@@ -378,6 +378,7 @@ IterationStats Trainer::train_step() {
   st.loss = fb.loss_sum / std::max(fb.num_tokens, 1.0);
   st.num_tokens = fb.num_tokens;
   st.grad_norm = step.grad_norm;
+  if (config_.log_params_norm) st.params_norm = optimizer_->params_norm();
   st.logged_lr = scheduler_->current_lr();
   std::vector<const Stage*> stages;
   for (const auto& stage : chunks_) stages.push_back(stage.get());
@@ -540,6 +541,7 @@ TrainResult Trainer::run(const LogFn& log) {
       line.moe_losses = interval.mean_moe_losses();
       line.loss_scale = st.loss_scale;
       if (!st.skipped) line.grad_norm = st.grad_norm;  // Megatron has no norm for a skipped step
+      line.params_norm = st.params_norm;
       line.skipped_iterations = interval.skipped();
       line.nan_iterations = interval.nan();
       log(format_log_line(line, timestamp_now()));

@@ -46,6 +46,7 @@ inline TrainConfig short_run() {
   t.schedule.lr = 2e-3;
   t.schedule.lr_warmup_iters = 3;
   t.schedule.lr_decay_style = "cosine";
+  t.log_params_norm = true;  // compared across layouts too
   return t;
 }
 
@@ -77,6 +78,8 @@ inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, cons
     const IterationStats &a = got.iterations[i], &b = want.iterations[i];
     EXPECT_NEAR(a.loss, b.loss, 2e-5) << "iteration " << i + 1;
     EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4 * b.grad_norm) << "iteration " << i + 1;
+    if (a.params_norm && b.params_norm)  // a run's own TrainConfig may leave it off
+      EXPECT_NEAR(*a.params_norm, *b.params_norm, 1e-6 * *b.params_norm) << "params norm, iteration " << i + 1;
     worst = std::max(worst, std::fabs(a.loss - b.loss));
   }
   ASSERT_EQ(got.evaluations.size(), want.evaluations.size());

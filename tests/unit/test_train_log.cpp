@@ -37,6 +37,11 @@ TEST(TrainLog, LineHasEveryFieldInMegatronsFormat) {
   const std::string bare = format_log_line(l, "t");
   EXPECT_EQ(bare.find("lm loss"), std::string::npos);
   EXPECT_EQ(bare.find("grad norm"), std::string::npos);
+  // --log-params-norm: after the grad norm, as Megatron writes it.
+  l.grad_norm = 0.5;
+  l.params_norm = 123.4567;
+  EXPECT_NE(format_log_line(l, "t").find("| grad norm: 0.500 | params norm: 123.457 | number of skipped"),
+            std::string::npos);
 }
 
 TEST(TrainLog, IntervalCountsAdvancedSkippedAndNanIterations) {

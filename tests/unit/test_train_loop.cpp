@@ -412,6 +412,21 @@ TEST(TrainLoop, ApplyWdToQkLayernormDecaysOnlyTheQueryAndKeyNorms) {
   EXPECT_EQ(qk_norm_weights, 2 * m.num_layers);
 }
 
+// --log-params-norm: the L2 norm of every parameter after the update, each counted once (the tied
+// output layer is the embedding); not computed without the flag.
+TEST(TrainLoop, ParamsNormIsTheNormOfTheUpdatedParameters) {
+  TrainConfig t = tiny_train(2, 2, 2);
+  t.log_params_norm = true;
+  Trainer trainer(tiny_model(), t);
+  const IterationStats step = trainer.train_step();
+  double sum = 0.0;
+  for (const float x : flat(trainer, false)) sum += static_cast<double>(x) * x;
+  ASSERT_TRUE(step.params_norm.has_value());
+  EXPECT_NEAR(*step.params_norm, std::sqrt(sum), 1e-9 * std::sqrt(sum));
+  Trainer quiet(tiny_model(), tiny_train(2, 2, 2));
+  EXPECT_FALSE(quiet.train_step().params_norm.has_value());
+}
+
 // --position-embedding-type none: no position table and no RoPE, so the first step is the learned-
 // position model's whose table is zero, bit for bit, with that table's elements fewer.
 TEST(TrainLoop, NoPositionEmbeddingIsTheModelWithAZeroTable) {

@@ -26,7 +26,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--exit-signal", "--exit-signal-handler", "--expert-model-parallel-size",
       "--expert-tensor-parallel-size", "--ffn-hidden-size", "--finetune", "--fp16", "--global-batch-size",
       "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis", "--init-method-std",
-      "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory", "--log-progress", "--loss-scale",
+      "--initial-loss-scale", "--kv-channels", "--load", "--log-interval", "--log-memory", "--log-params-norm", "--log-progress", "--loss-scale",
       "--loss-scale-window", "--lr", "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style",
       "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters", "--lr-warmup-samples",
       "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style",
