@@ -10,6 +10,7 @@
 
 #include "app/blas_tuning.h"
 #include "app/commands.h"
+#include "app/launch_check.h"
 #include "base/error.h"
 #include "comm/mpi_communicator.h"
 
@@ -54,7 +55,12 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   std::unique_ptr<mt::Communicator> world;
   const int rc = mt::run_or_abort(command, nullptr, [&] {
-    world = launched_as_mpi_rank() ? mt::make_mpi_world_communicator() : mt::make_self_communicator();
+    if (launched_as_mpi_rank()) {
+      world = mt::make_mpi_world_communicator();
+    } else {
+      mt::check_launcher_started_one_process([](const char* name) { return std::getenv(name); });
+      world = mt::make_self_communicator();
+    }
     return 0;
   });
   if (rc != 0) return rc;
