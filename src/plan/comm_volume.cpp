@@ -353,15 +353,17 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     // (one f64) over its instance's ranks (dp, or dp/N with N instances) first. Its sum over the
     // model-parallel group (found_inf follows from the norm) runs over a group the Trainer does
     // not count.
+    // --log-params-norm reduces the parameters' norm the same way after the update.
     const int shard = layout.ddp.shard_size();
+    const int norms = layout.params_norm ? 2 : 1;
     if (layout.ddp.use_distributed_optimizer && shard > 1)
-      terms.add(CommGroup::dp, "gradient norm", all_reduce, 1, 8, shard);
+      terms.add(CommGroup::dp, "gradient (and params) norm", all_reduce, norms, 8, shard);
     const bool expert_chunks = std::any_of(ranges.begin(), ranges.end(), [&](const StageRange& r) {
       return c.mlp_kinds(r.first_layer, r.last_layer).moe;
     });
     const int expert_shard = c.moe.enabled() ? expert_ddp(c, layout.ddp).shard_size() : 1;
     if (layout.ddp.use_distributed_optimizer && expert_shard > 1 && expert_chunks)
-      terms.add(CommGroup::expert_dp, "gradient norm", all_reduce, 1, 8, expert_shard);
+      terms.add(CommGroup::expert_dp, "gradient (and params) norm", all_reduce, norms, 8, expert_shard);
     for (const StageRange& range : ranges) parameter_gather_chunk(terms, layout, range);
     step.terms = terms.take();
     for (CommTerm& term : step.terms)

@@ -37,6 +37,8 @@ struct TrainingLayout {
   WorkspaceTarget target;         // what the attention workspace is sized for
   // --calculate-per-token-loss: no memory, but one more all-reduce (plan/comm_volume.h).
   bool per_token_loss = false;
+  // --log-params-norm: the parameters' norm is reduced as the gradient norm is, once more a step.
+  bool params_norm = false;
 };
 
 // The pipeline a layout runs: its split into model chunks and its schedules (training, one per

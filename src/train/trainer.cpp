@@ -117,6 +117,7 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.ddp.average_in_collective = t.ddp_average_in_collective;
   l.target = target;
   l.per_token_loss = t.calculate_per_token_loss;
+  l.params_norm = t.log_params_norm;
   return l;
 }
 
