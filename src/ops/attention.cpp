@@ -3,6 +3,7 @@
 #include "ops/attention.h"
 #include "ops/dispatch.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -15,33 +16,57 @@ namespace {
 
 struct Heads {
   int64_t b, n, g, s, d;
+  int64_t sk;  // key rows: s, or k's own under context parallelism
 };
 
-// q [b, n, s, d], k and v [b, g, s, d] with g dividing n; all f32.
+enum class KeyRows { same, own };
+
+// q [b, n, s, d], k and v [b, g, s, d] (or [b, g, sk, d] with KeyRows::own) with g dividing n; all f32.
 Heads check_heads(const char* op, const TensorView& q, const TensorView& k, const TensorView& v, const char* qn,
-                  const char* kn, const char* vn) {
+                  const char* kn, const char* vn, KeyRows key_rows = KeyRows::same) {
   MT_CHECK(q.ndim() == 4 && k.ndim() == 4) << op << ": " << qn << " " << q.str() << " must be [b, n, s, d] and " << kn
                                            << " " << k.str() << " [b, g, s, d]";
-  const Heads h{q.dim(0), q.dim(1), k.dim(1), q.dim(2), q.dim(3)};
+  const Heads h{q.dim(0), q.dim(1), k.dim(1), q.dim(2), q.dim(3), key_rows == KeyRows::own ? k.dim(2) : q.dim(2)};
   MT_CHECK(h.n >= 1 && h.g >= 1 && h.n % h.g == 0)
       << op << ": " << h.n << " query heads must be a positive multiple of " << h.g
       << " key/value heads (query groups); check --num-query-groups";
-  MT_CHECK(h.s >= 1 && h.d >= 1) << op << ": empty sequence or head dim in " << qn << " " << q.str();
+  MT_CHECK(h.s >= 1 && h.sk >= 1 && h.d >= 1)
+      << op << ": empty sequence or head dim in " << qn << " " << q.str() << " or " << kn << " " << k.str();
   // The CPU kernels pass row strides (b·n·d) and lengths to cblas as int.
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  MT_CHECK(h.b * h.n * h.d <= kIntMax && h.s <= kIntMax)
+  MT_CHECK(h.b * h.n * h.d <= kIntMax && h.s <= kIntMax && h.sk <= kIntMax)
       << op << ": " << qn << " " << q.str() << " is too large for 32-bit BLAS strides";
-  check_shape(k, {h.b, h.g, h.s, h.d}, op, kn);
-  check_shape(v, {h.b, h.g, h.s, h.d}, op, vn);
+  check_shape(k, {h.b, h.g, h.sk, h.d}, op, kn);
+  check_shape(v, {h.b, h.g, h.sk, h.d}, op, vn);
   check_dtype(q, DType::f32, op, qn);
   check_dtype(k, DType::f32, op, kn);
   check_dtype(v, DType::f32, op, vn);
   return h;
 }
 
+// rows: s rows at positions o.position(0 .. s − 1) within [0, seq_length), increasing.
+void check_rows(const char* op, const SeqRows& o, int64_t rows, int64_t seq_length, const char* name) {
+  MT_CHECK(o.first >= 0 && o.split >= 1 && (rows <= o.split || o.second >= o.first + o.split))
+      << op << ": " << name << " (first " << o.first << ", split " << o.split << ", second " << o.second
+      << ") must be two runs of increasing positions";
+  MT_CHECK(o.position(rows - 1) < seq_length)
+      << op << ": " << name << " reach position " << o.position(rows - 1) << ", beyond the sequence's " << seq_length;
+}
+
+// Whether the options place queries and keys other than at positions 0 .. s − 1 (context parallelism).
+bool shifted_rows(const AttentionOptions& o, const Heads& h) {
+  return h.sk != h.s || !o.q_rows.identity(h.s) || !o.k_rows.identity(h.sk) || (o.seq_length && o.seq_length != h.s);
+}
+
 void check_options(const char* op, const AttentionOptions& o, const Heads& h) {
   const int64_t n = h.n;
+  const int64_t seq_length = o.seq_length ? o.seq_length : h.s;
+  MT_CHECK(seq_length >= h.s && seq_length >= h.sk)
+      << op << ": seq_length " << seq_length << " is shorter than the " << std::max(h.s, h.sk) << " rows given";
+  check_rows(op, o.q_rows, h.s, seq_length, "query rows");
+  check_rows(op, o.k_rows, h.sk, seq_length, "key rows");
   if (!o.key_start.empty()) {
+    MT_CHECK(!shifted_rows(o, h)) << op << ": document masks (key_start) need queries and keys at positions 0 .. s − 1";
     check_dtype(o.key_start, DType::i32, op, "key_start");
     check_shape(o.key_start, {h.b, h.s}, op, "key_start ([b, s])");
   }
@@ -92,10 +117,10 @@ void check_grads_f32(const char* op, const TensorView& dq, const TensorView& dk,
 
 void check_workspace(const char* op, const TensorView& workspace, const Heads& h) {
   check_dtype(workspace, DType::f32, op, "workspace");
-  const size_t need = attention_workspace_floats(h.b, h.n, h.s, h.d, 1, workspace.device);
+  const size_t need = attention_workspace_floats(h.b, h.n, std::max(h.s, h.sk), h.d, 1, workspace.device);
   MT_CHECK(!workspace.empty() && static_cast<size_t>(workspace.numel()) >= need)
       << op << ": workspace has " << workspace.numel() << " floats, needs at least " << need
-      << " (attention_workspace_floats(b, n, s, d, threads))";
+      << " (attention_workspace_floats(b, n, max(s, sk), d, threads))";
 }
 
 }  // namespace
@@ -148,7 +173,7 @@ void qkv_split_rope_bwd(const TensorView& dqkv, const TensorView& dq, const Tens
 void attention_fwd(const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options) {
   const char* op = "attention_fwd";
-  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v", KeyRows::own);
   check_options(op, options, h);
   check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
   check_shape(lse, {h.b, h.n, h.s}, op, "lse");
@@ -162,7 +187,7 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
                    const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace) {
   const char* op = "attention_bwd";
-  const Heads h = check_heads(op, q, k, v, "q", "k", "v");
+  const Heads h = check_heads(op, q, k, v, "q", "k", "v", KeyRows::own);
   check_options(op, options, h);
   check_shape(dq, q.shape, op, "dq");
   check_shape(dk, k.shape, op, "dk");
@@ -178,12 +203,27 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
   MT_ROUTE(q.device, op, attention_bwd(dq, dk, dv, dout, out, lse, q, k, v, options, workspace));
 }
 
+void attention_merge(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part) {
+  const char* op = "attention_merge";
+  MT_CHECK(lse.ndim() == 3 && out.ndim() == 3 && lse.dim(1) >= 1 && out.dim(2) % lse.dim(1) == 0)
+      << op << ": lse " << lse.str() << " must be [b, n, s] and out " << out.str() << " [s, b, n·d]";
+  check_shape(out, {lse.dim(2), lse.dim(0), out.dim(2)}, op, "out");
+  check_shape(out_part, out.shape, op, "out_part");
+  check_shape(lse_part, lse.shape, op, "lse_part");
+  for (const TensorView* t : {&out, &lse, &out_part, &lse_part}) check_dtype(*t, DType::f32, op, "out, lse and parts");
+  check_same_device({out, lse, out_part, lse_part}, op);
+  MT_ROUTE(out.device, op, attention_merge(out, lse, out_part, lse_part));
+}
+
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
                          const TensorView& q, const TensorView& k, const TensorView& v,
                          const AttentionOptions& options) {
   const char* op = "attention_probs_fwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
   check_options(op, options, h);
+  MT_CHECK(!shifted_rows(options, h)) << op << ": the materialising path takes queries and keys at positions 0 .. s − 1 "
+                                      << "(context parallelism needs the flash path)";
   check_shape(out, {h.s, h.b, h.n * h.d}, op, "out");
   check_shape(probs, {h.b, h.n, h.s, h.s}, op, "probs");
   check_dtype(out, DType::f32, op, "out");
@@ -203,6 +243,8 @@ void attention_probs_bwd(const TensorView& dq, const TensorView& dk, const Tenso
   const char* op = "attention_probs_bwd";
   const Heads h = check_heads(op, q, k, v, "q", "k", "v");
   check_options(op, options, h);
+  MT_CHECK(!shifted_rows(options, h)) << op << ": the materialising path takes queries and keys at positions 0 .. s − 1 "
+                                      << "(context parallelism needs the flash path)";
   check_shape(dq, q.shape, op, "dq");
   check_shape(dk, k.shape, op, "dk");
   check_shape(dv, v.shape, op, "dv");

@@ -48,6 +48,13 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
                    const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
 
+// Merges a partial result into an accumulated one, both of the same queries over disjoint keys
+// (context parallelism's ring): lse[b, n, s] ← log(e^lse + e^lse_part) and out[s, b, n·d] ←
+// out·e^(lse − lse') + out_part·e^(lse_part − lse'), row by row (backend/math's lse_merge). A row
+// with lse −inf (no key seen yet) takes the other side as it is.
+void attention_merge(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part);
+
 // Materialising path (Megatron's unfused attention): saves probs[b, n, s, s] (after softmax, before
 // dropout; masked entries 0) and, when dropout_p > 0, mask[b, n, s, s] (u8; empty otherwise).
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,

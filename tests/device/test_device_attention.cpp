@@ -2,7 +2,8 @@
 // without RoPE (and with positions, part of each head rotated, interleaved pairs), the lean
 // (flash) and probs attention forward and backward (causal, GQA/MQA, dropout with tensor-parallel
 // head offsets, document key starts, head dims and sequence lengths off the tile sizes, s = 1),
-// the backward's run-to-run determinism, and the KV cache write and decoding attention.
+// the backward's run-to-run determinism, the log-sum-exp merge of partial attentions, and the KV
+// cache write and decoding attention.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -295,6 +296,22 @@ TEST(DeviceAttention, RejectsBadKeyStart) {
   EXPECT_THROW(attention_fwd(dev.poisoned(DType::f32, {h.s, h.b, h.n * h.d}), dev.poisoned(DType::f32, {h.b, h.n, h.s}),
                              in.dq_, in.dk_, in.dv_, in.dev_opts),
                Error);
+}
+
+// attention_merge: rows where either side or both saw no key (lse −inf) included.
+TEST(DeviceAttention, MergeByLogSumExp) {
+  const int64_t b = 2, n = 3, s = 70, d = 5;
+  DeviceCase dev;
+  HostTensor out = randn({s, b, n * d}, 1), part = randn({s, b, n * d}, 2);
+  HostTensor lse = randn({b, n, s}, 3, 2.0f), part_lse = randn({b, n, s}, 4, 2.0f);
+  lse.f32()[1] = -INFINITY;
+  part_lse.f32()[2] = -INFINITY;
+  lse.f32()[3] = part_lse.f32()[3] = -INFINITY;
+  const TensorView dout = dev.upload(out), dlse = dev.upload(lse);
+  attention_merge(dout, dlse, dev.upload(part), dev.upload(part_lse));
+  attention_merge(out.view(), lse.view(), part.view(), part_lse.view());
+  dev.expect_matches(dout, out.view(), kFwdAtol, kFwdRtol, "out");
+  dev.expect_matches(dlse, lse.view(), kFwdAtol, kFwdRtol, "lse");
 }
 
 // ---- KV cache ----------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ int max_threads() {
 // Below about a million multiply-adds, a parallel region costs more than it saves (and far more
 // on a loaded machine); such calls run on the calling thread.
 constexpr int64_t kParallelMinWork = int64_t{1} << 20;
-int64_t attention_work(int64_t b, int64_t n, int64_t s, int64_t d) { return b * n * s * s * d / 2; }
+int64_t attention_work(int64_t b, int64_t n, int64_t sq, int64_t sk, int64_t d) { return b * n * sq * sk * d / 2; }
 
 int thread_num() {
 #ifdef _OPENMP
@@ -62,6 +62,7 @@ struct Dropout {
   float p = 0.0f;
   float inv_keep = 1.0f;   // 1 / (1 − p)
   int64_t total_heads = 0, head_offset = 0, s = 0;
+  SeqRows q_rows, k_rows;
 
   Dropout(const AttentionOptions& o, int64_t n, int64_t seq) {
     on = o.dropout_p > 0.0f;
@@ -71,18 +72,26 @@ struct Dropout {
     total_heads = o.total_heads ? o.total_heads : n;
     // The sample offset folds into the head offset: (first_sample + j)·H + o = j·H + (first_sample·H + o).
     head_offset = static_cast<int64_t>(o.first_sample) * total_heads + o.head_offset;
-    s = seq;
+    s = o.seq_length ? o.seq_length : seq;
+    q_rows = o.q_rows;
+    k_rows = o.k_rows;
   }
-  // Index of (batch j, local head h, query i, key 0) in the header's formula.
+  // Index of (batch j, local head h, query row i, key position 0) in the header's formula.
   uint64_t row_index(int64_t j, int64_t h, int64_t i) const {
-    return attention_dropout_index(j, h, i, 0, total_heads, head_offset, s);
+    return attention_dropout_index(j, h, q_rows.position(i), 0, total_heads, head_offset, s);
+  }
+  // The dropout multipliers of key rows t0 .. t0 + count − 1 of the row that starts at Philox
+  // element `row` (two draws when the keys span both of k_rows' runs).
+  void multipliers(uint64_t row, int64_t t0, int64_t count, float* mult) const {
+    const int64_t head = std::min(count, std::max<int64_t>(0, k_rows.split - t0));
+    if (head > 0) draw<float>(row + k_rows.position(t0), head, mult, inv_keep);
+    if (count > head) draw<float>(row + k_rows.position(t0 + head), count - head, mult + head, inv_keep);
   }
   // out[t] = kept ? on : 0 for element first + t, t < count (u8 0/1 masks, or f32 multipliers
   // 1/(1 − p) so the loops that apply them stay all-float and vectorise).
   template <typename T>
   void draw(uint64_t first, int64_t count, T* out, T on) const { philox_keep(rng, first, count, p, on, out); }
   void keep(uint64_t first, int64_t count, uint8_t* mask) const { draw<uint8_t>(first, count, mask, 1); }
-  void multipliers(uint64_t first, int64_t count, float* mult) const { draw<float>(first, count, mult, inv_keep); }
 };
 
 // ---- document mask ---------------------------------------------------------------------------
@@ -144,14 +153,15 @@ void softmax_grad_row(float* __restrict s, float* __restrict ds, const float* __
 
 // ---- shapes shared by the kernels ------------------------------------------------------------
 
+// s: query rows (sq); sk: key rows (s outside context parallelism).
 struct Dims {
-  int64_t b, n, g, r, s, d;
+  int64_t b, n, g, r, s, sk, d;
   int64_t ldo;  // row stride of out / dout [s, b, n·d]
   explicit Dims(const TensorView& q, const TensorView& k)
-      : b(q.dim(0)), n(q.dim(1)), g(k.dim(1)), r(q.dim(1) / k.dim(1)), s(q.dim(2)), d(q.dim(3)),
+      : b(q.dim(0)), n(q.dim(1)), g(k.dim(1)), r(q.dim(1) / k.dim(1)), s(q.dim(2)), sk(k.dim(2)), d(q.dim(3)),
         ldo(q.dim(0) * q.dim(1) * q.dim(3)) {}
   int64_t head(int64_t j, int64_t h) const { return (j * n + h) * s * d; }       // into q / dq
-  int64_t group(int64_t j, int64_t gi) const { return (j * g + gi) * s * d; }    // into k, v / dk, dv
+  int64_t group(int64_t j, int64_t gi) const { return (j * g + gi) * sk * d; }   // into k, v / dk, dv
   int64_t out_row(int64_t j, int64_t h, int64_t i) const { return (i * b + j) * n * d + h * d; }  // into out
 };
 
@@ -174,14 +184,15 @@ size_t partial_floats(int64_t b, int64_t n, int64_t s, int64_t d, int threads) {
 template <typename HeadFn>
 void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, const TensorView& workspace,
                   HeadFn&& head_fn) {
-  const size_t per_thread = attention_workspace_floats_per_thread(dm.b, dm.n, dm.s, dm.d);
-  int threads = attention_work(dm.b, dm.n, dm.s, dm.d) < kParallelMinWork ? 1 : std::max(1, max_threads());
-  auto need = [&](int t) { return attention_workspace_floats(dm.b, dm.n, dm.s, dm.d, t); };
+  const int64_t s = std::max(dm.s, dm.sk);  // the workspace formula's s
+  const size_t per_thread = attention_workspace_floats_per_thread(dm.b, dm.n, s, dm.d);
+  int threads = attention_work(dm.b, dm.n, dm.s, dm.sk, dm.d) < kParallelMinWork ? 1 : std::max(1, max_threads());
+  auto need = [&](int t) { return attention_workspace_floats(dm.b, dm.n, s, dm.d, t); };
   while (threads > 1 && need(threads) > static_cast<size_t>(workspace.numel())) --threads;
   float* ws = workspace.f32();
   float* dkp = dk.f32();
   float* dvp = dv.f32();
-  const int64_t sd = dm.s * dm.d;
+  const int64_t sd = dm.sk * dm.d;
 
   if (dm.r == 1 || dm.b * dm.g >= threads) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -204,8 +215,8 @@ void run_backward(const Dims& dm, const TensorView& dk, const TensorView& dv, co
     head_fn(task / dm.n, task % dm.n, pk, pv, ws + thread_num() * per_thread);
   }
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t row = 0; row < dm.b * dm.g * dm.s; ++row) {
-    const int64_t jg = row / dm.s, i = row % dm.s;  // jg = j·g + gi; its heads are jg·r .. jg·r + r − 1
+  for (int64_t row = 0; row < dm.b * dm.g * dm.sk; ++row) {
+    const int64_t jg = row / dm.sk, i = row % dm.sk;  // jg = j·g + gi; its heads are jg·r .. jg·r + r − 1
     float* gk = dkp + jg * sd + i * dm.d;
     float* gv = dvp + jg * sd + i * dm.d;
     for (int64_t hh = 0; hh < dm.r; ++hh) {
@@ -361,6 +372,8 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
   const KeyStart key_start(options, dm.s, "attention_fwd");
+  const SeqRows& q_rows = options.q_rows;
+  const SeqRows& k_rows = options.k_rows;
   const float scale = options.scale;
   const int64_t nqb = (dm.s + kBq - 1) / kBq;
   const float* qa = q.f32();
@@ -370,12 +383,14 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
   float* la = lse.f32();
 
   // Tasks in decreasing query-block order: the long causal rows start first.
-  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.d) >= kParallelMinWork;
+  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.sk, dm.d) >= kParallelMinWork;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
     const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);
     const int64_t j = jh / dm.n, h = jh % dm.n, gi = h / dm.r;
-    const int64_t i0 = qb * kBq, mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+    const int64_t i0 = qb * kBq, mq = std::min<int64_t>(kBq, dm.s - i0);
+    // Keys the tile's last (latest) query sees; the others see a prefix of them.
+    const int64_t kend = k_rows.visible(q_rows.position(i0 + mq - 1), dm.sk);
     const float* qp = qa + dm.head(j, h) + i0 * dm.d;
     const float* kp = ka + dm.group(j, gi);
     const float* vp = va + dm.group(j, gi);
@@ -395,8 +410,8 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
       gemm(CblasNoTrans, CblasTrans, mq, nk, dm.d, scale, qp, dm.d, kp + t0 * dm.d, dm.d, 0.0f, tile, kBk);
       for (int64_t ii = 0; ii < mq; ++ii) {
         float* row = tile + ii * kBk;
-        // Live columns [first, valid): keys key_start <= t <= i.
-        const int64_t valid = std::min<int64_t>(nk, i0 + ii - t0 + 1);
+        // Live columns [first, valid): keys key_start <= t, at or before the query's position.
+        const int64_t valid = std::min<int64_t>(nk, k_rows.visible(q_rows.position(i0 + ii), dm.sk) - t0);
         const int64_t first = std::max<int64_t>(0, key_start(j, i0 + ii) - t0);
         if (valid <= first) {
           std::memset(row, 0, nk * sizeof(float));
@@ -423,7 +438,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
         }
         l[ii] += sum;  // the normaliser uses the probabilities before dropout
         if (drop.on) {
-          drop.multipliers(drop.row_index(j, h, i0 + ii) + t0 + first, nlive, mult);
+          drop.multipliers(drop.row_index(j, h, i0 + ii), t0 + first, nlive, mult);
 #pragma omp simd
           for (int64_t t = 0; t < nlive; ++t) live[t] *= mult[t];
         }
@@ -431,10 +446,15 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
       gemm(CblasNoTrans, CblasNoTrans, mq, dm.d, nk, 1.0f, tile, kBk, vp + t0 * dm.d, dm.d, 1.0f, op, dm.ldo);
     }
     for (int64_t ii = 0; ii < mq; ++ii) {
+      float* lrow = la + (j * dm.n + h) * dm.s + i0 + ii;
+      if (l[ii] == 0.0f) {  // no visible key (context parallelism): out stays 0
+        *lrow = -std::numeric_limits<float>::infinity();
+        continue;
+      }
       const float inv = 1.0f / l[ii];
       float* o = op + ii * dm.ldo;
       for (int64_t c = 0; c < dm.d; ++c) o[c] *= inv;
-      la[(j * dm.n + h) * dm.s + i0 + ii] = online_softmax_lse(m[ii], l[ii]);
+      *lrow = online_softmax_lse(m[ii], l[ii]);
     }
   }
 }
@@ -445,6 +465,8 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
   const Dims dm(q, k);
   const Dropout drop(options, dm.n, dm.s);
   const KeyStart key_start(options, dm.s, "attention_bwd");
+  const SeqRows& q_rows = options.q_rows;
+  const SeqRows& k_rows = options.k_rows;
   const float scale = options.scale;
   const float* qa = q.f32();
   const float* ka = k.f32();
@@ -463,7 +485,9 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
     alignas(64) float mult[kBk];  // dropout multipliers of one tile row
     float rowd[kBq];
     for (int64_t i0 = 0; i0 < dm.s; i0 += kBq) {
-      const int64_t mq = std::min<int64_t>(kBq, dm.s - i0), kend = i0 + mq;
+      const int64_t mq = std::min<int64_t>(kBq, dm.s - i0);
+      const int64_t kend = k_rows.visible(q_rows.position(i0 + mq - 1), dm.sk);
+      if (kend <= 0) continue;  // no query of the tile sees a key
       const float* qp = qa + dm.head(j, h) + i0 * dm.d;
       float* dqp = dqa + dm.head(j, h) + i0 * dm.d;
       const float* gop = goa + dm.out_row(j, h, i0);
@@ -484,12 +508,13 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
           float* prow = pt + ii * kBk;
           float* srow = st + ii * kBk;
           // Live columns [first, valid), as in the forward.
-          const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(nk, i0 + ii - t0 + 1));
+          const int64_t valid =
+              std::max<int64_t>(0, std::min<int64_t>(nk, k_rows.visible(q_rows.position(i0 + ii), dm.sk) - t0));
           const int64_t first = std::min(valid, std::max<int64_t>(0, key_start(j, i0 + ii) - t0));
           const int64_t nlive = valid - first;
           const float li = lp[ii], di = rowd[ii];
           if (drop.on && nlive > 0) {
-            drop.multipliers(drop.row_index(j, h, i0 + ii) + t0 + first, nlive, mult);
+            drop.multipliers(drop.row_index(j, h, i0 + ii), t0 + first, nlive, mult);
             softmax_grad_row(prow + first, srow + first, mult, nlive, li, di);
           } else {
             softmax_grad_row(prow + first, srow + first, nullptr, nlive, li, di);
@@ -504,6 +529,25 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
     }
   };
   run_backward(dm, dk, dv, workspace, head_fn);
+}
+
+void attention_merge(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part) {
+  const int64_t b = lse.dim(0), n = lse.dim(1), s = lse.dim(2), d = out.dim(2) / n;
+  float* oa = out.f32();
+  float* la = lse.f32();
+  const float* pa = out_part.f32();
+  const float* pl = lse_part.f32();
+#pragma omp parallel for schedule(static) if (b * n * s * d >= kParallelMinWork)
+  for (int64_t row = 0; row < b * n * s; ++row) {
+    const int64_t j = row / (n * s), h = row / s % n, i = row % s;
+    float c, wa, wb;
+    lse_merge(la[row], pl[row], c, wa, wb);
+    la[row] = c;
+    float* o = oa + (i * b + j) * n * d + h * d;
+    const float* p = pa + (i * b + j) * n * d + h * d;
+    for (int64_t e = 0; e < d; ++e) o[e] = o[e] * wa + p[e] * wb;
+  }
 }
 
 // ---- materialising path ----------------------------------------------------------------------
@@ -522,7 +566,7 @@ void attention_probs_fwd(const TensorView& out, const TensorView& probs, const T
   float* pa = probs.f32();
   uint8_t* ma = drop.on ? mask.u8() : nullptr;
 
-  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.d) >= kParallelMinWork;
+  const bool parallel = attention_work(dm.b, dm.n, dm.s, dm.sk, dm.d) >= kParallelMinWork;
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < dm.b * dm.n * nqb; ++task) {
     const int64_t qb = nqb - 1 - task / (dm.b * dm.n), jh = task % (dm.b * dm.n);

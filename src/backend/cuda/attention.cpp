@@ -71,6 +71,14 @@ const int32_t* key_starts(const AttentionOptions& o, int64_t s, const char* op) 
   return o.key_start.i32();
 }
 
+// The CUDA kernels take queries and keys at positions 0 .. s − 1 only (no context parallelism yet).
+void check_unshifted(const TensorView& q, const TensorView& k, const AttentionOptions& o, const char* op) {
+  const int64_t s = q.dim(2);
+  MT_CHECK(k.dim(2) == s && o.q_rows.identity(s) && o.k_rows.identity(s) && (o.seq_length == 0 || o.seq_length == s))
+      << op << ": context parallelism's attention (queries or keys away from positions 0 .. s − 1) runs on CPU only "
+      << "so far; use --context-parallel-size 1 on CUDA";
+}
+
 void check_head_dim(int64_t d, const char* op) {
   MT_CHECK(d <= k::kAttentionMaxHeadDim) << op << ": head dim " << d << " is above the CUDA kernels' "
                                          << k::kAttentionMaxHeadDim << " (their shared-memory tiles)";
@@ -105,6 +113,7 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
   if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
+  check_unshifted(q, k, options, op);
   const int32_t* ks = key_starts(options, sh.s, op);
   k::attention_fwd(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), ks, options.scale, dropout_of(options, sh.n), sh,
                    stream());
@@ -118,10 +127,19 @@ void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView&
   if (q.numel() == 0) return;  // an empty grid is no launch
   const k::AttentionShape sh = shape_of(q, k);
   check_head_dim(sh.d, op);
+  check_unshifted(q, k, options, op);
   const int32_t* ks = key_starts(options, sh.s, op);
   k::attention_bwd(dq.f32(), dk.f32(), dv.f32(), dout.f32(), out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), ks,
                    options.scale, dropout_of(options, sh.n), sh, workspace.f32(), stream());
   check_launch(op);
+}
+
+void attention_merge(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part) {
+  if (lse.numel() == 0) return;
+  const k::AttentionShape sh{lse.dim(0), lse.dim(1), lse.dim(1), lse.dim(2), out.dim(2) / lse.dim(1)};
+  k::attention_merge(out.f32(), lse.f32(), out_part.f32(), lse_part.f32(), sh, stream());
+  check_launch("attention_merge");
 }
 
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,

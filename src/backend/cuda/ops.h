@@ -99,6 +99,8 @@ void attention_fwd(const TensorView& out, const TensorView& lse, const TensorVie
 void attention_bwd(const TensorView& dq, const TensorView& dk, const TensorView& dv, const TensorView& dout,
                    const TensorView& out, const TensorView& lse, const TensorView& q, const TensorView& k,
                    const TensorView& v, const AttentionOptions& options, const TensorView& workspace);
+void attention_merge(const TensorView& out, const TensorView& lse, const TensorView& out_part,
+                     const TensorView& lse_part);
 void attention_probs_fwd(const TensorView& out, const TensorView& probs, const TensorView& mask,
                          const TensorView& q, const TensorView& k, const TensorView& v,
                          const AttentionOptions& options);

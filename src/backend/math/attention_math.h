@@ -80,6 +80,21 @@ MT_HD inline float online_softmax_rescale(float m_old, float m_new) { return exp
 // Log-sum-exp of a row from its running maximum and normaliser.
 MT_HD inline float online_softmax_lse(float m, float l) { return m + logf(l); }
 
+// Merging two attentions of one query over disjoint key sets (context parallelism's ring): with
+// log-sum-exps a and b, the merged one is c = log(e^a + e^b) and the outputs combine with weights
+// wa = e^(a − c), wb = e^(b − c). A side that saw no key has −inf and weight 0; both −inf give c = −inf.
+MT_HD inline void lse_merge(float a, float b, float& c, float& wa, float& wb) {
+  const float hi = a > b ? a : b, lo = a > b ? b : a;
+  if (hi == -INFINITY) {
+    c = -INFINITY;
+    wa = wb = 0.0f;
+    return;
+  }
+  c = hi + log1pf(expf(lo - hi));
+  wa = expf(a - c);
+  wb = expf(b - c);
+}
+
 // Softmax backward of one element: dS = P·(dP − D), with dP already multiplied by the dropout
 // multiplier and D the row's Σ_t P·dP (= dout·out on the lean path).
 MT_HD inline float softmax_grad(float p, float dp, float d_row) { return p * (dp - d_row); }

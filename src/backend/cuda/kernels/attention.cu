@@ -604,6 +604,33 @@ void attention_bwd(float* dq, float* dk, float* dv, const float* dout, const flo
                   st);
 }
 
+__global__ void attention_merge_kernel(float* out, float* lse, const float* out_part, const float* lse_part,
+                                       AttentionShape sh) {
+  MT_GRID_LOOP(e, sh.b * sh.n * sh.s * sh.d) {
+    const int64_t row = e / sh.d, c = e % sh.d;
+    const int64_t j = row / (sh.n * sh.s), h = row / sh.s % sh.n, i = row % sh.s;
+    float merged, wa, wb;
+    lse_merge(lse[row], lse_part[row], merged, wa, wb);
+    const int64_t at = out_row(sh, j, h, i) + c;
+    out[at] = out[at] * wa + out_part[at] * wb;
+  }
+}
+
+__global__ void attention_merge_lse_kernel(float* lse, const float* lse_part, int64_t rows) {
+  MT_GRID_LOOP(row, rows) {
+    float merged, wa, wb;
+    lse_merge(lse[row], lse_part[row], merged, wa, wb);
+    lse[row] = merged;
+  }
+}
+
+void attention_merge(float* out, float* lse, const float* out_part, const float* lse_part, AttentionShape sh,
+                     cudaStream_t st) {
+  // The outputs read the old lse, so they go first.
+  attention_merge_kernel<<<grid_for(sh.b * sh.n * sh.s * sh.d), kThreads, 0, st>>>(out, lse, out_part, lse_part, sh);
+  attention_merge_lse_kernel<<<grid_for(sh.b * sh.n * sh.s), kThreads, 0, st>>>(lse, lse_part, sh.b * sh.n * sh.s);
+}
+
 void attention_probs_fwd(float* out, float* probs, uint8_t* mask, const float* q, const float* k, const float* v,
                          const int32_t* key_start, float scale, AttentionDropout drop, AttentionShape sh,
                          cudaStream_t st) {

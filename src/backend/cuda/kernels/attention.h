@@ -52,6 +52,9 @@ void attention_fwd(float* out, float* lse, const float* q, const float* k, const
 void attention_bwd(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* lse,
                    const float* q, const float* k, const float* v, const int32_t* key_start, float scale,
                    AttentionDropout drop, AttentionShape sh, float* workspace, cudaStream_t st);
+// lse, lse_part [b, n, s]; out, out_part [s, b, n·d] (ops/attention.h's attention_merge).
+void attention_merge(float* out, float* lse, const float* out_part, const float* lse_part, AttentionShape sh,
+                     cudaStream_t st);
 // mask: u8 [b, n, s, s] when drop.on, else unused (may be nullptr).
 void attention_probs_fwd(float* out, float* probs, uint8_t* mask, const float* q, const float* k, const float* v,
                          const int32_t* key_start, float scale, AttentionDropout drop, AttentionShape sh,
