@@ -72,6 +72,20 @@ void copy_tensor(const TensorView& dst, const TensorView& src) {
   MT_ROUTE(dst.device, op, copy_tensor(dst, src));
 }
 
+void copy_row_block(const TensorView& dst, int64_t dst_row, const TensorView& src, int64_t src_row, int64_t rows) {
+  const char* op = "copy_row_block";
+  MT_CHECK(dst.ndim() == 3 && src.ndim() == 3 && dst.dim(0) == src.dim(0) && dst.dim(2) == src.dim(2))
+      << op << ": dst " << dst.str() << " and src " << src.str() << " must be [outer, rows, inner] alike but for rows";
+  MT_CHECK(dst.dtype == src.dtype) << op << ": dst is " << dst.str() << " but src is " << src.str();
+  MT_CHECK(rows >= 0 && dst_row >= 0 && src_row >= 0 && dst_row + rows <= dst.dim(1) && src_row + rows <= src.dim(1))
+      << op << ": rows " << src_row << " .. " << src_row + rows << " of " << src.str() << " to " << dst_row << " .. "
+      << dst_row + rows << " of " << dst.str() << " are out of range";
+  check_not_empty(dst, op, "dst");
+  check_same_device({dst, src}, op);
+  if (rows == 0 || dst.numel() == 0) return;
+  MT_ROUTE(dst.device, op, copy_row_block(dst, dst_row, src, src_row, rows));
+}
+
 void cast(const TensorView& dst, const TensorView& src) {
   const char* op = "cast";
   MT_CHECK(is_float_type(dst.dtype) && is_float_type(src.dtype))

@@ -11,6 +11,10 @@ void accumulate(const TensorView& dst, const TensorView& src);                  
 void bias_add(const TensorView& t, const TensorView& bias);
 void scale_inplace(const TensorView& t, float factor);                           // t *= factor
 void copy_tensor(const TensorView& dst, const TensorView& src);                  // same dtype
+// dst[o, dst_row + i, :] = src[o, src_row + i, :] for o < outer, i < rows, with dst [outer, Rd,
+// inner] and src [outer, Rs, inner] of one dtype: a block of rows of every outer slice (context
+// parallelism moves sequence chunks and head blocks with it).
+void copy_row_block(const TensorView& dst, int64_t dst_row, const TensorView& src, int64_t src_row, int64_t rows);
 // dst = src converted between f32, bf16 and f16 (16-bit rounding: nearest even).
 void cast(const TensorView& dst, const TensorView& src);
 // t (f32) rounded in place to the nearest value of `dtype` (bf16 / f16: nearest even; f32: no-op).

@@ -48,6 +48,15 @@ TEST(DeviceElementwise, CastsAndRoundingAreExact) {
   }
 }
 
+TEST(DeviceElementwise, CopyRowBlock) {
+  DeviceCase dev;
+  HostTensor src = randn({3, 5, 6}, 5), dst = randn({3, 9, 6}, 6);
+  const TensorView dsrc = dev.upload(src), ddst = dev.upload(dst);
+  copy_row_block(dst.view(), 2, src.view(), 1, 4);
+  copy_row_block(ddst, 2, dsrc, 1, 4);
+  dev.expect_matches(ddst, dst, 0, 0, "copy_row_block");
+}
+
 TEST(DeviceElementwise, SumSquares) {
   DeviceCase dev;
   for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300000}}) {

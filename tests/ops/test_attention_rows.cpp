@@ -11,12 +11,15 @@
 #endif
 
 #include "ops/attention.h"
-#include "testing.h"
+#include "seq_rows_testing.h"
 
 namespace mt {
 namespace {
 
 using test::HostTensor;
+using test::take_heads;
+using test::take_lse;
+using test::take_seq;
 using test::randn;
 using test::zeros;
 
@@ -32,35 +35,6 @@ constexpr int64_t kB = 2, kN = 4, kG = 2, kD = 8;
 
 // The load-balanced shard of rank r among cp: chunks r and 2cp − 1 − r of c positions each.
 SeqRows shard_rows(int r, int cp, int64_t c) { return SeqRows::runs(r * c, c, (2 * cp - 1 - r) * c); }
-
-// Rows `rows` (count of them) of a head-major [b, heads, S, d] tensor, as [b, heads, count, d].
-HostTensor take_heads(HostTensor& full, const SeqRows& rows, int64_t count) {
-  const int64_t b = full.shape[0], heads = full.shape[1], s = full.shape[2], d = full.shape[3];
-  HostTensor out = zeros({b, heads, count, d});
-  for (int64_t jh = 0; jh < b * heads; ++jh)
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t c = 0; c < d; ++c)
-        out.f32()[(jh * count + i) * d + c] = full.f32()[(jh * s + rows.position(i)) * d + c];
-  return out;
-}
-
-// The same rows of a sequence-major [S, b, w] tensor, as [count, b, w].
-HostTensor take_seq(HostTensor& full, const SeqRows& rows, int64_t count) {
-  const int64_t width = full.shape[1] * full.shape[2];
-  HostTensor out = zeros({count, full.shape[1], full.shape[2]});
-  for (int64_t i = 0; i < count; ++i)
-    for (int64_t e = 0; e < width; ++e) out.f32()[i * width + e] = full.f32()[rows.position(i) * width + e];
-  return out;
-}
-
-// The rows of lse [b, n, S], as [b, n, count].
-std::vector<double> take_lse(HostTensor& full, const SeqRows& rows, int64_t count) {
-  const int64_t bn = full.shape[0] * full.shape[1], s = full.shape[2];
-  std::vector<double> out(static_cast<size_t>(bn * count));
-  for (int64_t jh = 0; jh < bn; ++jh)
-    for (int64_t i = 0; i < count; ++i) out[jh * count + i] = full.f32()[jh * s + rows.position(i)];
-  return out;
-}
 
 // Adds a [b, heads, count, d] block into the rows `rows` of a [b, heads, S, d] tensor (f64).
 void scatter_add(std::vector<double>& full, int64_t s, HostTensor& block, const SeqRows& rows) {

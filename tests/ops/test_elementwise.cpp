@@ -76,6 +76,25 @@ double round_to_format(double x, int mant, int emin) {
 
 // f32 -> bf16 and f32 -> f16 against the fp64 rounding reference, on random values over many
 // binades plus explicit ties; then the round trips 16 -> 32 -> 16 are exact.
+// copy_row_block moves rows [src_row, src_row + rows) of every outer slice, any dtype, and leaves
+// the other rows of dst alone.
+TEST(Elementwise, CopyRowBlockMovesRowsOfEverySlice) {
+  const int64_t outer = 3, rs = 5, rd = 7, inner = 4;
+  HostTensor src(DType::i32, {outer, rs, inner}), dst(DType::i32, {outer, rd, inner});
+  for (int64_t e = 0; e < src.numel(); ++e) src.i32()[e] = static_cast<int32_t>(e);
+  for (int64_t e = 0; e < dst.numel(); ++e) dst.i32()[e] = -1;
+  copy_row_block(dst.view(), 4, src.view(), 1, 3);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r = 0; r < rd; ++r)
+      for (int64_t c = 0; c < inner; ++c) {
+        const int32_t want = r >= 4 ? static_cast<int32_t>((o * rs + r - 3) * inner + c) : -1;
+        ASSERT_EQ(dst.i32()[(o * rd + r) * inner + c], want) << o << " " << r << " " << c;
+      }
+  test::expect_error_mentioning([&] { copy_row_block(dst.view(), 5, src.view(), 1, 3); }, "out of range");
+  HostTensor other(DType::i32, {outer, rs, inner + 1});
+  test::expect_error_mentioning([&] { copy_row_block(dst.view(), 0, other.view(), 0, 1); }, "alike but for rows");
+}
+
 TEST(Cast, RoundsToNearestEvenLikeFp64Reference) {
   const int64_t n = 4096;
   HostTensor x = randn({n}, 301);

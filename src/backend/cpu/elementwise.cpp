@@ -82,6 +82,15 @@ void copy_tensor(const TensorView& dst, const TensorView& src) {
   if (dst.data != src.data) std::memmove(dst.data, src.data, src.bytes());
 }
 
+void copy_row_block(const TensorView& dst, int64_t dst_row, const TensorView& src, int64_t src_row, int64_t rows) {
+  const size_t row_bytes = static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype);
+  const auto* from = static_cast<const uint8_t*>(src.data);
+  auto* to = static_cast<uint8_t*>(dst.data);
+  for (int64_t o = 0; o < dst.dim(0); ++o)
+    std::memcpy(to + (o * dst.dim(1) + dst_row) * row_bytes, from + (o * src.dim(1) + src_row) * row_bytes,
+                rows * row_bytes);
+}
+
 void cast(const TensorView& dst, const TensorView& src) {
   if (dst.dtype == src.dtype) return copy_tensor(dst, src);
   const int64_t n = src.numel();

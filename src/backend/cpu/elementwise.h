@@ -24,6 +24,7 @@ void accumulate(const TensorView& dst, const TensorView& src);
 void bias_add(const TensorView& t, const TensorView& bias);
 void scale_inplace(const TensorView& t, float factor);
 void copy_tensor(const TensorView& dst, const TensorView& src);
+void copy_row_block(const TensorView& dst, int64_t dst_row, const TensorView& src, int64_t src_row, int64_t rows);
 void cast(const TensorView& dst, const TensorView& src);
 void round_to_dtype(const TensorView& t, DType dtype);
 double sum_squares(const TensorView& t);

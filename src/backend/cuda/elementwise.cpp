@@ -35,6 +35,13 @@ void copy_tensor(const TensorView& dst, const TensorView& src) {
   memmove_async(dst.data, src.data, src.bytes());
 }
 
+void copy_row_block(const TensorView& dst, int64_t dst_row, const TensorView& src, int64_t src_row, int64_t rows) {
+  const size_t row_bytes = static_cast<size_t>(dst.dim(2)) * dtype_size(dst.dtype);
+  MT_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<uint8_t*>(dst.data) + dst_row * row_bytes, dst.dim(1) * row_bytes,
+                                  static_cast<const uint8_t*>(src.data) + src_row * row_bytes, src.dim(1) * row_bytes,
+                                  rows * row_bytes, dst.dim(0), cudaMemcpyDeviceToDevice, stream()));
+}
+
 void cast(const TensorView& dst, const TensorView& src) {
   if (dst.dtype == src.dtype) return copy_tensor(dst, src);
   k::cast(dst.data, code(dst.dtype), src.data, code(src.dtype), src.numel(), stream());
