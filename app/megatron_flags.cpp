@@ -224,8 +224,6 @@ const std::vector<Rule> kRules = {
     {"--export-te-mcore-model", {accepted, "megatron.cpp has its own transformer layers, without Transformer Engine", false}},
 
     // Not implemented yet: an open issue adds them.
-    {"--context-parallel-size", {missing, "context parallelism", planned}},
-    {"--cp-comm-type", {missing, "context parallelism", planned}},
     {"--hierarchical-context-parallel-sizes", {missing, "context parallelism", planned}},
     {"--hybrid-context-parallel", {missing, "context parallelism", planned}},
     {"--max-seqlen-per-dp-cp-rank", {missing, "context parallelism", planned}},

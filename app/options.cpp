@@ -170,6 +170,8 @@ const std::vector<OptionSpec> kTable = {
     {"--num-distributed-optimizer-instances", T::integer, "1", "distributed optimizer: shard its state within each of N groups of dp/N consecutive data-parallel ranks; the shards' gradients are then all-reduced across the groups", "", "train"},
     {"--use-tp-pp-dp-mapping", T::flag, "", "order ranks tp-cp-ep-pp-dp (data parallel outermost) instead of tp-cp-ep-dp-pp", "", "train"},
     {"--sequence-parallel", T::flag, "", "split norms, dropout and residual adds along the sequence over the tensor-parallel ranks", "", "train"},
+    {"--context-parallel-size", T::integer, "1", "ranks each sequence is split over (two of its 2 x cp chunks per rank, for balanced causal attention)", "", "train"},
+    {"--cp-comm-type", T::list, "p2p", "how context-parallel attention exchanges keys and values: p2p (ring, overlapped with the blocks' attention), a2a (all-to-all to heads and back; heads and query groups divisible by cp) or allgather; one value, or the same one per layer", "", "train"},
     // Checkpoints.
     {"--save", T::text, "", "directory to save checkpoints into (iter_NNNNNNN/ and latest_checkpointed_iteration.txt, as Megatron)", "", "train"},
     {"--save-interval", T::integer, "", "iterations between checkpoints (needs --save; a checkpoint is also saved at the end and on --exit-interval)", "", "train"},

@@ -90,6 +90,24 @@ std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c
   return notes;
 }
 
+namespace {
+// --cp-comm-type: one value, or one per layer as Megatron allows (all the same here).
+CpCommType cp_comm_type(const Options& o) {
+  const std::vector<std::string> values = o.list("--cp-comm-type");
+  MT_CHECK(!values.empty()) << "--cp-comm-type needs a value: p2p, a2a or allgather";
+  for (const std::string& v : values) {
+    MT_CHECK(v != "a2a+p2p") << "--cp-comm-type a2a+p2p (hierarchical context parallelism) is not implemented in "
+                             << "megatron.cpp (planned); use p2p, a2a or allgather";
+    MT_CHECK(v == "p2p" || v == "a2a" || v == "allgather")
+        << "--cp-comm-type " << v << " is not one of p2p, a2a, allgather, a2a+p2p";
+    MT_CHECK(v == values.front()) << "--cp-comm-type " << values.front() << " ... " << v
+                                  << ": a different comm type per layer is not implemented in megatron.cpp; give one";
+  }
+  return values.front() == "a2a" ? CpCommType::a2a : values.front() == "allgather" ? CpCommType::allgather
+                                                                                    : CpCommType::p2p;
+}
+}  // namespace
+
 ModelConfig model_config(const Options& o) {
   ModelConfig c;
   c.num_layers = o.integer("--num-layers");
@@ -193,6 +211,8 @@ ModelConfig model_config(const Options& o) {
   c.recompute_num_layers = o.integer("--recompute-num-layers");
   c.tensor_model_parallel_size = o.integer("--tensor-model-parallel-size");
   c.sequence_parallel = o.flag("--sequence-parallel");
+  c.context_parallel_size = o.integer("--context-parallel-size");
+  c.cp_comm_type = cp_comm_type(o);
   c.moe = moe_config(o);
   return c;
 }

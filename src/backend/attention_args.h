@@ -4,9 +4,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 
-#include "base/hd.h"
+#include "backend/seq_rows.h"  // SeqRows
 #include "base/rng.h"
 #include "tensor/tensor.h"
 
@@ -18,33 +17,6 @@ namespace mt {
 //   rotate_half: elements (c, c + r/2), Megatron's default _rotate_half (Llama, GPT-NeoX);
 //   interleaved: elements (2c, 2c + 1), Megatron's rotary_interleaved (RoFormer, GPT-J).
 enum class RopeForm { rotate_half, interleaved };
-
-// Where the rows of q (or of k and v) sit in their sequences. A context-parallel shard holds one or
-// two runs of consecutive positions: rows 0 .. split − 1 at positions first, first + 1, ..., rows
-// split, split + 1, ... at positions second, second + 1, ...; positions increase (second >=
-// first + split), so the keys a query sees are always a prefix of the key rows. The default is
-// the identity (row i at position i), every attention outside context parallelism.
-struct SeqRows {
-  int64_t first = 0;
-  int64_t split = std::numeric_limits<int64_t>::max();  // rows in the first run
-  int64_t second = 0;                                   // position of row `split`
-
-  static SeqRows run(int64_t first) { return {first, std::numeric_limits<int64_t>::max(), 0}; }
-  static SeqRows runs(int64_t first, int64_t split, int64_t second) { return {first, split, second}; }
-  MT_HD int64_t position(int64_t i) const { return i < split ? first + i : second + (i - split); }
-  // How many of `rows` rows have position <= p (a prefix).
-  MT_HD int64_t visible(int64_t p, int64_t rows) const {
-    const int64_t in_first = rows < split ? rows : split;
-    int64_t n = p - first + 1;
-    n = n < 0 ? 0 : (n > in_first ? in_first : n);
-    if (rows <= split || n < in_first) return n;
-    int64_t m = p - second + 1;
-    m = m < 0 ? 0 : (m > rows - split ? rows - split : m);
-    return n + m;
-  }
-  bool identity(int64_t rows) const { return first == 0 && (rows <= split || second == split); }
-  bool operator==(const SeqRows&) const = default;
-};
 
 struct AttentionOptions {
   float scale = 1.0f;        // usually 1/√d

@@ -41,7 +41,7 @@ InferenceEngine::StepBuffers InferenceEngine::carve(Arena& a, int64_t T, int64_t
   b.embedding_mask = a.alloc(DType::u8, {T, h});
   const MlpKinds kinds = config_.mlp_kinds(0, config_.num_layers);
   b.act = alloc_layer_activations(a, local_, shape, DType::f32, kinds, /*with_output=*/false);
-  b.scratch = alloc_layer_scratch_fwd(a, local_, shape, kinds);
+  b.scratch = alloc_layer_scratch_fwd(a, local_, shape, kinds, WorkspaceTarget{});  // no context parallelism
   b.selected = a.alloc(DType::f32, {R, h});
   b.final_out = a.alloc(DType::f32, {R, h});
   b.mean = a.alloc(DType::f32, {R});

@@ -45,8 +45,17 @@ void ModelConfig::finalize() {
       << "--num-query-groups " << num_query_groups << " is not divisible by --tensor-model-parallel-size " << tp;
   MT_CHECK(ffn_hidden_size % tp == 0)
       << "--ffn-hidden-size " << ffn_hidden_size << " is not divisible by --tensor-model-parallel-size " << tp;
-  MT_CHECK(!sequence_parallel || seq_length % tp == 0)
+  const int64_t cp = context_parallel_size;
+  MT_CHECK(cp > 0) << "--context-parallel-size must be positive, got " << cp;
+  MT_CHECK(cp == 1 || seq_length % (2 * cp) == 0)
+      << "--context-parallel-size " << cp << " cuts each sequence into " << 2 * cp
+      << " equal chunks (two per rank, for balanced causal work): --seq-length " << seq_length
+      << " is not divisible by " << 2 * cp;
+  MT_CHECK(cp == 1 || attention_impl == AttentionImpl::flash)
+      << "--context-parallel-size " << cp << " needs the flash attention path (drop --attention-backend unfused)";
+  MT_CHECK(!sequence_parallel || (seq_length / cp) % tp == 0)
       << "--sequence-parallel splits the sequence over the tensor-parallel ranks: --seq-length " << seq_length
+      << (cp > 1 ? " / --context-parallel-size " + std::to_string(cp) : std::string())
       << " is not divisible by --tensor-model-parallel-size " << tp;
   MT_CHECK(rotary_percent > 0.0 && rotary_percent <= 1.0)
       << "--rotary-percent must be in (0, 1], got " << rotary_percent;

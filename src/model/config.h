@@ -9,6 +9,7 @@
 #include "backend/attention_args.h"
 #include "backend/moe_experts_args.h"
 #include "backend/moe_router_args.h"
+#include "parallel/cp_comm_type.h"
 #include "base/dtype.h"
 
 namespace mt {
@@ -141,6 +142,10 @@ struct ModelConfig {
   // ranks; with sequence_parallel the norms, dropout and residual adds run on s/t tokens each.
   int64_t tensor_model_parallel_size = 1;  // --tensor-model-parallel-size
   bool sequence_parallel = false;          // --sequence-parallel
+  // Context parallelism: each rank holds 2 of the sequence's 2·cp chunks (parallel/context_parallel.h)
+  // and every layer but attention runs on its seq_length/cp tokens.
+  int64_t context_parallel_size = 1;           // --context-parallel-size
+  CpCommType cp_comm_type = CpCommType::p2p;   // --cp-comm-type
   MoeConfig moe;
 
   // Fills the 0 = "derive it" fields the way Megatron does, then validates. Throws mt::Error.
@@ -151,6 +156,8 @@ struct ModelConfig {
   // size (and with it the model) depends on the tensor-parallel size unless the vocabulary is
   // already such a multiple.
   int64_t padded_vocab_size() const;
+  // Tokens of a sequence on one context-parallel rank.
+  int64_t local_seq_length() const { return seq_length / context_parallel_size; }
   int64_t qkv_size() const { return (num_attention_heads + 2 * num_query_groups) * kv_channels; }
   int64_t attention_size() const { return num_attention_heads * kv_channels; }
   int64_t fc1_size() const { return activation == Activation::swiglu ? 2 * ffn_hidden_size : ffn_hidden_size; }

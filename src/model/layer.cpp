@@ -38,13 +38,14 @@ LayerActivations alloc_layer_activations(Arena& a, const ModelConfig& c, LayerSh
   return act;
 }
 
-LayerScratch alloc_layer_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape, MlpKinds kinds) {
+LayerScratch alloc_layer_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape, MlpKinds kinds,
+                                     WorkspaceTarget target) {
   const int64_t Nl = shape.local_rows(), h = c.hidden_size;
   LayerScratch sc;
   sc.norm1_out = a.alloc(DType::f32, {Nl, h});
   sc.norm2_out = a.alloc(DType::f32, {Nl, h});
   sc.dense = a.alloc(DType::f32, {Nl, h});
-  sc.attention = alloc_attention_scratch_fwd(a, c, shape);
+  sc.attention = alloc_attention_scratch_fwd(a, c, shape, target);
   if (kinds.dense) sc.mlp = alloc_mlp_scratch_fwd(a, c, shape);
   if (kinds.moe) sc.moe = alloc_moe_scratch_fwd(a, c, shape);
   return sc;

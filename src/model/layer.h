@@ -68,7 +68,9 @@ struct LayerScratch {
 LayerActivations alloc_layer_activations(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype,
                                          MlpKinds kinds, bool with_output = true);
 // The scratch the forward uses (kept through the backward too) ...
-LayerScratch alloc_layer_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape, MlpKinds kinds);
+// target: what context parallelism's attention scratch is sized for (unused without it).
+LayerScratch alloc_layer_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape, MlpKinds kinds,
+                                     WorkspaceTarget target);
 // ... and what only the backward uses, carved separately so that a forward-only pass can lay
 // its own buffers over it (see Arena::overlay).
 void alloc_layer_scratch_bwd(Arena& arena, LayerScratch& sc, const ModelConfig& c, LayerShape shape,

@@ -8,6 +8,7 @@
 #include "base/rng.h"
 #include "model/config.h"
 #include "ops/dropout.h"  // DropoutRows
+#include "parallel/context_parallel.h"
 #include "parallel/expert_dispatch.h"
 #include "parallel/tensor_parallel.h"
 #include "tensor/tensor.h"
@@ -16,7 +17,8 @@ namespace mt {
 
 struct MoeLayerStats;
 
-// N = s·b token rows; Nl = N/t of them on each rank under sequence parallelism (Nl = N otherwise):
+// N = s·b token rows (s: this context-parallel rank's tokens of each sequence); Nl = N/t of them on
+// each rank under sequence parallelism (Nl = N otherwise):
 // the residual stream (norms, dropout, residual adds) has Nl rows, the tensor-parallel core
 // (QKV, attention, MLP) N rows and 1/t of the heads and MLP width.
 struct LayerShape {
@@ -49,6 +51,7 @@ struct LayerContext {
   DType act_dtype = DType::f32;   // every activation the layer produces is rounded to it
   int64_t layer_index = 0;        // global layer number (streams are keyed by it)
   TensorParallel tp;              // the layer's tensor-parallel group
+  ContextParallel cp;             // the context-parallel group (attention exchanges keys and values)
   ExpertParallel experts;         // MoE layers: the expert groups the tokens are dispatched over
   int64_t total_heads = 0;        // query heads of the whole layer (config->num_attention_heads · tp)
   KvCacheStep kv_cache;           // inference with a KV cache; empty otherwise
@@ -61,9 +64,11 @@ struct LayerContext {
 
   float hidden_dropout() const { return dropout ? config->hidden_dropout : 0.0f; }
   // Where the residual stream's dropout draws (ops/dropout.h): keyed by the global sample and
-  // position, so neither the micro-batch grouping nor the sequence-parallel split changes a mask.
+  // position, so neither the micro-batch grouping nor the sequence- or context-parallel split
+  // changes a mask.
   DropoutRows residual_rows() const {
-    return DropoutRows(first_sample, shape.b, shape.s, tp.first_row(shape.rows()) / shape.b);
+    return DropoutRows(first_sample, shape.b, shape.s * cp.size(), tp.first_row(shape.rows()) / shape.b,
+                       cp.rows(shape.s));
   }
   void round(const TensorView& t) const;  // round_to_dtype(t, act_dtype)
 };

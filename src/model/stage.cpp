@@ -17,8 +17,9 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
       range_(range),
       recompute_(config, range),
       backend_(backend),
-      s_(config.seq_length),
-      b_(micro_batch) {
+      s_(config.local_seq_length()),
+      b_(micro_batch),
+      seq_length_(config.seq_length) {
   MT_CHECK(micro_batch > 0) << "--micro-batch-size must be positive, got " << micro_batch;
   MT_CHECK(config.kv_channels > 0 && config.num_query_groups > 0 && config.ffn_hidden_size > 0 &&
            config.max_position_embeddings > 0)
@@ -30,6 +31,11 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
   MT_CHECK(tp_.size() == config.tensor_model_parallel_size)
       << "the tensor-parallel group has " << tp_.size() << " ranks but --tensor-model-parallel-size is "
       << config.tensor_model_parallel_size;
+  cp_ = ContextParallel{options.cp_comm, config.cp_comm_type};
+  MT_CHECK(cp_.size() == config.context_parallel_size)
+      << "the context-parallel group has " << cp_.size() << " ranks but --context-parallel-size is "
+      << config.context_parallel_size;
+  cp_rows_ = cp_.rows(s_);
   shape_ = {s_, b_, tp_.sp() ? tp_.size() : 1};
   const WorkspaceTarget target{backend.device(), options.threads > 0 ? options.threads : backend.max_threads()};
   ShardRanks ranks = shard_sizes(config_);
@@ -76,6 +82,7 @@ Stage::Stage(const ModelConfig& config, StageRange range, int64_t micro_batch, B
                       &moe_stats_[static_cast<size_t>(local(i))].global_counts})
         v->resize(static_cast<size_t>(config_.moe.num_experts));
   host_labels_.resize(static_cast<size_t>(s_ * b_));
+  host_ids_.resize(static_cast<size_t>(s_ * b_));
 }
 
 std::vector<ParamStore*> Stage::param_stores() {
@@ -219,6 +226,7 @@ LayerContext Stage::context(const StageInputs& in, uint64_t first_sample, bool d
   ctx.config = &local_;
   ctx.shape = shape_;
   ctx.tp = tp_;
+  ctx.cp = cp_;
   ctx.experts = experts_;
   ctx.dp = dp_;
   ctx.total_heads = config_.num_attention_heads;
@@ -234,48 +242,56 @@ LayerContext Stage::context(const StageInputs& in, uint64_t first_sample, bool d
   return ctx;
 }
 
+const int32_t* Stage::local_ids(const TensorView& t, const char* name, const char* op) {
+  check_shape(t, {b_, seq_length_}, op, name);
+  check_dtype(t, DType::i32, op, name);
+  MT_CHECK(t.device == Device::cpu) << op << ": the micro-batch's " << name << " must be in host memory";
+  if (!cp_.active()) return t.i32();
+  for (int64_t j = 0; j < b_; ++j)
+    for (int64_t i = 0; i < s_; ++i) host_ids_[j * s_ + i] = t.i32()[j * seq_length_ + global_position(i)];
+  return host_ids_.data();
+}
+
 void Stage::load_inputs(StageInputs& in, const MicroBatch& batch, const char* op) {
-  auto check = [&](const TensorView& t, const char* name, DType dtype) {
-    check_shape(t, {b_, s_}, op, name);
-    check_dtype(t, dtype, op, name);
-    MT_CHECK(t.device == Device::cpu) << op << ": the micro-batch's " << name << " must be in host memory";
-  };
-  if (range_.embedding) {
-    check(batch.tokens, "tokens", DType::i32);
-    backend_.copy_from_host(in.tokens.data, batch.tokens.data, batch.tokens.bytes());
-  }
-  in.has_positions = !batch.position_ids.empty();
+  const size_t bytes = static_cast<size_t>(b_ * s_) * sizeof(int32_t);
+  if (range_.embedding) backend_.copy_from_host(in.tokens.data, local_ids(batch.tokens, "tokens", op), bytes);
   in.has_doc_start = !batch.document_start.empty();
-  if (in.has_positions) {
-    check(batch.position_ids, "position_ids", DType::i32);
-    backend_.copy_from_host(in.positions.data, batch.position_ids.data, batch.position_ids.bytes());
-  }
-  if (in.has_doc_start) {
-    check(batch.document_start, "document_start", DType::i32);
-    backend_.copy_from_host(in.doc_start.data, batch.document_start.data, batch.document_start.bytes());
+  MT_CHECK(!in.has_doc_start || !cp_.active())
+      << op << ": document masks (--reset-attention-mask) are not supported with --context-parallel-size "
+      << cp_.size();
+  if (in.has_doc_start)
+    backend_.copy_from_host(in.doc_start.data, local_ids(batch.document_start, "document_start", op), bytes);
+  // Under context parallelism every token needs its whole-sequence position (RoPE, the learned
+  // table), so the positions are always given.
+  in.has_positions = !batch.position_ids.empty() || cp_.active();
+  if (!batch.position_ids.empty()) {
+    backend_.copy_from_host(in.positions.data, local_ids(batch.position_ids, "position_ids", op), bytes);
+  } else if (in.has_positions) {
+    for (int64_t j = 0; j < b_; ++j)
+      for (int64_t i = 0; i < s_; ++i) host_ids_[j * s_ + i] = static_cast<int32_t>(global_position(i));
+    backend_.copy_from_host(in.positions.data, host_ids_.data(), bytes);
   }
 }
 
 double Stage::load_labels(const MicroBatch& batch, float grad_scale, const char* op) {
-  check_shape(batch.labels, {b_, s_}, op, "labels");
-  check_dtype(batch.labels, DType::i32, op, "labels");
   MT_CHECK(batch.labels.device == Device::cpu && batch.loss_mask.device == Device::cpu)
       << op << ": the micro-batch must be in host memory";
   if (!batch.loss_mask.empty()) {
-    check_shape(batch.loss_mask, {b_, s_}, op, "loss_mask");
+    check_shape(batch.loss_mask, {b_, seq_length_}, op, "loss_mask");
     check_dtype(batch.loss_mask, DType::f32, op, "loss_mask");
   }
+  const int32_t* labels = local_ids(batch.labels, "labels", op);
   double num_tokens = 0.0;
   for (int64_t j = 0; j < b_; ++j)
     for (int64_t i = 0; i < s_; ++i) {
-      const int32_t label = batch.labels.i32()[j * s_ + i];
+      const int32_t label = labels[j * s_ + i];
       // Checked here, identically on every rank: under tensor parallelism no single shard of the
       // cross entropy sees the whole vocabulary, so none of them could tell.
       MT_CHECK(label >= 0 && label < config_.padded_vocab_size())
-          << op << ": labels[" << j << ", " << i << "] = " << label << " is out of range [0, "
+          << op << ": labels[" << j << ", " << global_position(i) << "] = " << label << " is out of range [0, "
           << config_.padded_vocab_size() << ") (the padded vocabulary)";
       host_labels_[i * b_ + j] = label;
-      const float m = batch.loss_mask.empty() ? 1.0f : batch.loss_mask.f32()[j * s_ + i];
+      const float m = batch.loss_mask.empty() ? 1.0f : batch.loss_mask.f32()[j * seq_length_ + global_position(i)];
       mask_sb_[i * b_ + j] = m;
       host_dlosses_[i * b_ + j] = m * grad_scale;
       num_tokens += m;

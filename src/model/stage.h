@@ -42,6 +42,9 @@ struct StageOptions {
   Communicator* etp_comm = nullptr;
   Communicator* etp_ep_comm = nullptr;  // etp × ep: the allgather dispatcher's group
   Communicator* dp_comm = nullptr;      // data parallel: global_aux_loss's counts
+  // The context-parallel group (size config.context_parallel_size): every rank of it reads the
+  // same micro-batch and runs its own two chunks of each sequence (parallel/context_parallel.h).
+  Communicator* cp_comm = nullptr;
   // How the parameter and gradient buffers are laid out (param_layout.h): the dense parameters'
   // over dp; an MoE model's expert weights sit in a buffer of their own over expert-dp.
   DdpConfig ddp;
@@ -68,7 +71,8 @@ class Stage {
   // options.grad_scale != 0 (the slot is then busy until its backward). input: the previous
   // stage's output [Nl, h] (f32 or the activation dtype), empty on the first stage, which embeds
   // batch.tokens. Every stage reads position_ids and document_start; the last reads labels and
-  // loss_mask.
+  // loss_mask. The batch holds whole sequences [b, seq_length]; under context parallelism the
+  // stage takes its rank's chunks of them, and the loss sums are this rank's tokens'.
   StageForward forward(int slot, const MicroBatch& batch, const TensorView& input, const ForwardOptions& options);
   // The backward of the micro-batch in `slot`: accumulates its weight gradients and frees the
   // slot. output_grad: [Nl, h] f32, the gradient of this stage's output (empty on the last stage,
@@ -165,6 +169,11 @@ class Stage {
   HeadWeights head_grads() const;
   // Labels, loss mask and grad_scale · mask into the [s, b] row order on the device; returns Σ mask.
   double load_labels(const MicroBatch& batch, float grad_scale, const char* op);
+  // This context-parallel rank's columns [b, s] of a whole-sequence i32 batch tensor [b, seq_length]
+  // (checked): the tensor itself without context parallelism, else gathered into host_ids_.
+  const int32_t* local_ids(const TensorView& t, const char* name, const char* op);
+  // Whole-sequence index of local token i.
+  int64_t global_position(int64_t i) const { return cp_rows_.position(i); }
   LossSums loss_sums(double num_tokens);
   VocabShard vocab_shard() const;
 
@@ -173,12 +182,15 @@ class Stage {
   StageRange range_;
   RecomputePlan recompute_;
   TensorParallel tp_;
+  ContextParallel cp_;
+  SeqRows cp_rows_;  // where this rank's s_ tokens sit in a sequence (the identity without cp)
   ExpertParallel experts_;
   Communicator* dp_ = nullptr;
   LayerShape shape_;
   Backend& backend_;
   uint64_t seed_ = 1234;
-  int64_t s_ = 0, b_ = 0;
+  int64_t s_ = 0, b_ = 0;  // s_: this context-parallel rank's tokens of each sequence
+  int64_t seq_length_ = 0;  // a whole sequence's
   std::unique_ptr<ParamStore> params_, expert_params_;
   GptTensors values_, grads_;  // views by role over both stores
   std::unique_ptr<Arena> state_;  // the expert biases
@@ -200,6 +212,7 @@ class Stage {
   // Host staging of the [N] per-token vectors, in row order [s, b] (sized once).
   std::vector<float> mask_sb_, host_dlosses_, host_losses_;
   std::vector<int32_t> host_labels_;
+  std::vector<int32_t> host_ids_;  // [b, s]: local_ids' staging
 };
 
 }  // namespace mt

@@ -12,7 +12,8 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   const StageRange& range = g.range;
   const int64_t t = config.tensor_model_parallel_size;
   const bool sp = config.sequence_parallel && t > 1;
-  const LayerShape shape{config.seq_length, g.micro_batch, sp ? t : 1};
+  const int64_t s = config.local_seq_length();  // this context-parallel rank's tokens of a sequence
+  const LayerShape shape{s, g.micro_batch, sp ? t : 1};
   const RecomputePlan recompute(config, range);
   const int64_t N = shape.rows(), Nl = shape.local_rows(), h = config.hidden_size;
   const int64_t V = config.padded_vocab_size() / t;
@@ -20,9 +21,9 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   const DType dtype = config.params_dtype;
   out.slots.assign(static_cast<size_t>(g.slots), StageSlot{});
   auto carve_inputs = [&](StageInputs& in) {
-    if (range.embedding) in.tokens = ws.alloc(DType::i32, {g.micro_batch, config.seq_length});
-    in.positions = ws.alloc(DType::i32, {g.micro_batch, config.seq_length});
-    in.doc_start = ws.alloc(DType::i32, {g.micro_batch, config.seq_length});
+    if (range.embedding) in.tokens = ws.alloc(DType::i32, {g.micro_batch, s});
+    in.positions = ws.alloc(DType::i32, {g.micro_batch, s});
+    in.doc_start = ws.alloc(DType::i32, {g.micro_batch, s});
   };
   // Layers under full recomputation keep only their output; their other activations live in a
   // pool with one entry per layer of a recompute group, refilled by each backward (so all slots
@@ -71,7 +72,7 @@ void carve_stage_buffers(const StageGeometry& g, const GptTensors& weights, Aren
   // runs a backward, so its transients lie over the backward-only scratch (which is larger, except
   // for the [b, n, s, s] probabilities of --attention-backend unfused).
   ws.overlay({[&] {
-                out.scratch = alloc_layer_scratch_fwd(ws, local, shape, stage_kinds);
+                out.scratch = alloc_layer_scratch_fwd(ws, local, shape, stage_kinds, g.target);
                 ws.overlay({[&] { alloc_layer_scratch_bwd(ws, out.scratch, local, shape, g.target, stage_kinds); },
                             [&] {
                               // No dropout on this path, so no attention-dropout mask.

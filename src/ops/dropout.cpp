@@ -24,7 +24,8 @@ void check_rows(const DropoutRows& rows, const TensorView& t, const char* op) {
   if (rows.flat()) return;
   const int64_t width = t.ndim() > 0 ? t.dim(-1) : 1;
   const int64_t n = width > 0 ? t.numel() / width : 0;
-  MT_CHECK(n % rows.batch == 0 && rows.first_position + n / rows.batch <= rows.seq_length)
+  MT_CHECK(n % rows.batch == 0 && (n == 0 || rows.positions.position(rows.first_position + n / rows.batch - 1) <
+                                                  rows.seq_length))
       << op << ": " << n << " rows of batch " << rows.batch << " from position " << rows.first_position
       << " do not fit sequences of " << rows.seq_length;
 }

@@ -14,15 +14,6 @@
 
 namespace mt {
 
-const char* cp_comm_type_name(CpCommType type) {
-  switch (type) {
-    case CpCommType::p2p: return "p2p";
-    case CpCommType::a2a: return "a2a";
-    case CpCommType::allgather: return "allgather";
-  }
-  return "?";
-}
-
 namespace {
 
 // Hands out consecutive f32 views of the scratch; over a null base it only counts (the sizing).
@@ -357,29 +348,29 @@ void a2a_bwd(const ContextParallel& cp, const TensorView& dq, const TensorView& 
 
 }  // namespace
 
-void check_cp_attention(const ContextParallel& cp, int64_t n, int64_t g, int64_t sl) {
-  if (!cp.active()) return;
+void check_cp_attention(CpCommType type, int cp, int64_t n, int64_t g, int64_t sl) {
+  if (cp <= 1) return;
   MT_CHECK(sl % 2 == 0) << "context parallelism: " << sl << " local rows cannot hold two equal chunks; "
-                        << "--seq-length must be divisible by 2 x --context-parallel-size (" << 2 * cp.size() << ")";
-  const bool heads_split = n % cp.size() == 0 && g % cp.size() == 0;
-  MT_CHECK(cp.comm_type != CpCommType::a2a || heads_split)
-      << "--cp-comm-type a2a splits heads over --context-parallel-size " << cp.size() << ", but this rank has " << n
+                        << "--seq-length must be divisible by 2 x --context-parallel-size (" << 2 * cp << ")";
+  const bool heads_split = n % cp == 0 && g % cp == 0;
+  MT_CHECK(type != CpCommType::a2a || heads_split)
+      << "--cp-comm-type a2a splits heads over --context-parallel-size " << cp << ", but this rank has " << n
       << " attention heads and " << g << " query groups (after tensor parallelism); use p2p or allgather, or "
       << "a --context-parallel-size dividing both";
 }
 
-size_t cp_attention_scratch_floats(const ContextParallel& cp, int64_t b, int64_t n, int64_t g, int64_t sl, int64_t d,
+size_t cp_attention_scratch_floats(CpCommType type, int cp, int64_t b, int64_t n, int64_t g, int64_t sl, int64_t d,
                                    int threads, Device device) {
-  if (!cp.active()) return 0;
-  check_cp_attention(cp, n, g, sl);
+  if (cp <= 1) return 0;
+  check_cp_attention(type, cp, n, g, sl);
   const Dims m(b, n, g, sl, d);
   int64_t most = 0;
   for (bool backward : {false, true}) {
     Carver c{TensorView()};
-    switch (cp.comm_type) {
+    switch (type) {
       case CpCommType::p2p: RingScratch{c, m, backward, device, threads}; break;
-      case CpCommType::a2a: HeadScratch{c, m, cp.size(), backward, device, threads}; break;
-      case CpCommType::allgather: GatherScratch{c, m, cp.size(), backward, device, threads}; break;
+      case CpCommType::a2a: HeadScratch{c, m, cp, backward, device, threads}; break;
+      case CpCommType::allgather: GatherScratch{c, m, cp, backward, device, threads}; break;
     }
     most = std::max(most, c.used());
   }
@@ -390,7 +381,7 @@ void cp_attention_fwd(const ContextParallel& cp, const TensorView& out, const Te
                       const TensorView& k, const TensorView& v, const AttentionOptions& options,
                       const TensorView& scratch) {
   const Dims m(q, k);
-  check_cp_attention(cp, m.n, m.g, m.sl);
+  check_cp_attention(cp.comm_type, cp.size(), m.n, m.g, m.sl);
   Carver c(scratch);
   const int threads = backend_for(scratch.device).max_threads();
   switch (cp.comm_type) {
@@ -415,7 +406,7 @@ void cp_attention_bwd(const ContextParallel& cp, const TensorView& dq, const Ten
                       const TensorView& k, const TensorView& v, const AttentionOptions& options,
                       const TensorView& scratch) {
   const Dims m(q, k);
-  check_cp_attention(cp, m.n, m.g, m.sl);
+  check_cp_attention(cp.comm_type, cp.size(), m.n, m.g, m.sl);
   Carver c(scratch);
   const int threads = backend_for(scratch.device).max_threads();
   Communicator& comm = *cp.comm;

@@ -21,11 +21,9 @@
 
 #include "comm/communicator.h"
 #include "ops/attention.h"
+#include "parallel/cp_comm_type.h"
 
 namespace mt {
-
-enum class CpCommType { p2p, a2a, allgather };
-const char* cp_comm_type_name(CpCommType type);  // Megatron's --cp-comm-type spelling
 
 struct ContextParallel {
   Communicator* comm = nullptr;  // the cp group; null: size 1
@@ -34,22 +32,23 @@ struct ContextParallel {
   int size() const { return comm ? comm->size() : 1; }
   int rank() const { return comm ? comm->rank() : 0; }
   bool active() const { return size() > 1; }
-  // Where this rank's `local` rows (local/2 per chunk) sit in the sequence of local·size() tokens.
-  SeqRows rows(int64_t local) const { return rows_of(rank(), size(), local); }
+  // Where this rank's `local` rows (local/2 per chunk) sit in the sequence of local·size() tokens
+  // (the identity without context parallelism).
+  SeqRows rows(int64_t local) const { return active() ? rows_of(rank(), size(), local) : SeqRows{}; }
   static SeqRows rows_of(int rank, int cp, int64_t local) {
     const int64_t c = local / 2;
     return SeqRows::runs(rank * c, c, (2 * cp - 1 - rank) * c);
   }
 };
 
-// f32 scratch elements cp_attention_fwd / _bwd need for q [b, n, sl, d], k [b, g, sl, d] with up
-// to `threads` OpenMP threads (both directions fit in the larger amount).
-size_t cp_attention_scratch_floats(const ContextParallel& cp, int64_t b, int64_t n, int64_t g, int64_t sl, int64_t d,
+// f32 scratch elements cp_attention_fwd / _bwd need over cp ranks for q [b, n, sl, d], k [b, g,
+// sl, d] with up to `threads` OpenMP threads (both directions fit in the larger amount); 0 for cp 1.
+size_t cp_attention_scratch_floats(CpCommType type, int cp, int64_t b, int64_t n, int64_t g, int64_t sl, int64_t d,
                                    int threads, Device device = Device::cpu);
 
-// Throws mt::Error naming the flags when the shapes cannot be split this way (sl odd; a2a with
-// heads or query groups not divisible by cp).
-void check_cp_attention(const ContextParallel& cp, int64_t n, int64_t g, int64_t sl);
+// Throws mt::Error naming the flags when the shapes cannot be split this way over cp ranks (sl
+// odd; a2a with heads or query groups not divisible by cp).
+void check_cp_attention(CpCommType type, int cp, int64_t n, int64_t g, int64_t sl);
 
 // out, lse overwritten. options: scale, dropout and the head indexing as for the whole sequence;
 // its positions (q_rows, k_rows, seq_length) are set here.

@@ -26,7 +26,7 @@ void split_instances(Communicator& dp, int instances, std::unique_ptr<Communicat
   if (instances == 1) return;
   MT_CHECK(instances > 0 && dp.size() % instances == 0)
       << "--num-distributed-optimizer-instances " << instances << " does not divide the data-parallel size "
-      << dp.size() << " (or the expert-data-parallel size); choose a divisor of both";
+      << dp.size() << " (data x context parallel, or the expert-data-parallel size); choose a divisor of both";
   const int per_instance = dp.size() / instances;
   intra = dp.split(dp.rank() / per_instance, dp.rank());
   inter = dp.split(dp.rank() % per_instance, dp.rank());
@@ -39,6 +39,8 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config, int op
   ProcessGroups g{.grid = ParallelGrid(config), .world = &world};
   g.tp = split_by_role(world, g.grid, GridRole::tp);
   g.dp = split_by_role(world, g.grid, GridRole::dp);
+  g.cp = split_by_role(world, g.grid, GridRole::cp);
+  g.dp_cp = split_by_role(world, g.grid, GridRole::dp_cp);
   g.model_parallel = split_by_role(world, g.grid, GridRole::model_parallel);
   g.pp = split_by_role(world, g.grid, GridRole::pp);
   g.embedding = split_by_role(world, g.grid, GridRole::embedding);
@@ -47,7 +49,7 @@ ProcessGroups make_process_groups(Communicator& world, GridConfig config, int op
   g.etp_ep = split_by_role(world, g.grid, GridRole::etp_ep);
   g.expert_dp = split_by_role(world, g.grid, GridRole::expert_dp);
   g.expert_model_parallel = split_by_role(world, g.grid, GridRole::etp_ep_pp);
-  split_instances(*g.dp, optimizer_instances, g.dp_intra, g.dp_inter);
+  split_instances(*g.dp_cp, optimizer_instances, g.dp_intra, g.dp_inter);
   split_instances(*g.expert_dp, optimizer_instances, g.expert_dp_intra, g.expert_dp_inter);
   return g;
 }

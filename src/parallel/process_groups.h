@@ -15,7 +15,11 @@ struct ProcessGroups {
   ParallelGrid grid;
   Communicator* world = nullptr;
   std::unique_ptr<Communicator> tp;              // tensor parallel: the layer collectives
-  std::unique_ptr<Communicator> dp;              // data parallel
+  std::unique_ptr<Communicator> dp;              // data parallel: the samples (each reads its own)
+  std::unique_ptr<Communicator> cp;              // context parallel: attention's keys and values
+  // dp × cp: the dense gradient reduction, the distributed optimizer's shards and the loss sums
+  // (context-parallel ranks hold the same weights and disjoint tokens of the same samples).
+  std::unique_ptr<Communicator> dp_cp;
   std::unique_ptr<Communicator> model_parallel;  // tp-pp: the gradient norm, found_inf
   std::unique_ptr<Communicator> pp;              // pipeline: activations and their gradients
   // The first and last pipeline stage (tied embedding gradients); a middle stage's is itself alone.
@@ -26,14 +30,14 @@ struct ProcessGroups {
   std::unique_ptr<Communicator> etp_ep;     // etp × ep: the allgather dispatcher's gathers
   std::unique_ptr<Communicator> expert_dp;  // expert data parallel: the expert gradient all-reduce
   std::unique_ptr<Communicator> expert_model_parallel;  // etp × ep × pp: the experts' gradient norm
-  // --num-distributed-optimizer-instances N > 1 only (else null): dp and expert-dp each split
+  // --num-distributed-optimizer-instances N > 1 only (else null): dp_cp and expert-dp each split
   // into N instances of consecutive ranks (Megatron's intra-partial groups), which shard the
   // optimizer, and the groups of the ranks at one position in their instance (inter-partial),
   // which all-reduce each shard's gradients.
   std::unique_ptr<Communicator> dp_intra, dp_inter, expert_dp_intra, expert_dp_inter;
 
-  // The group the distributed optimizer shards over: the instance, or dp itself with one.
-  Communicator* dp_shard() const { return dp_intra ? dp_intra.get() : dp.get(); }
+  // The group the distributed optimizer shards over: the instance, or dp_cp itself with one.
+  Communicator* dp_shard() const { return dp_intra ? dp_intra.get() : dp_cp.get(); }
   Communicator* expert_dp_shard() const { return expert_dp_intra ? expert_dp_intra.get() : expert_dp.get(); }
 };
 

@@ -80,6 +80,7 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   GridConfig g;
   g.world_size = world_size;
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
+  g.cp = static_cast<int>(model.context_parallel_size);
   g.pp = train.pipeline.pp;
   if (model.moe.enabled()) {
     g.ep = static_cast<int>(model.moe.expert_model_parallel_size);
@@ -98,6 +99,13 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   MT_CHECK(!l.model.moe.enabled() || l.model.tensor_model_parallel_size == 1 || l.model.sequence_parallel)
       << "--num-experts with --tensor-model-parallel-size " << l.model.tensor_model_parallel_size
       << " needs --sequence-parallel (as in Megatron)";
+  const int64_t cp = l.model.context_parallel_size;
+  MT_CHECK(cp == 1 || !train.reset_attention_mask)
+      << "--reset-attention-mask with --context-parallel-size " << cp
+      << " is not supported: the document masks would have to follow the chunks (planned)";
+  MT_CHECK(cp == 1 || !l.model.moe.enabled())
+      << "--num-experts with --context-parallel-size " << cp << " is not supported yet (planned): the routers' "
+      << "auxiliary losses would see one rank's chunks only";
   l.grid = train_grid_config(model, train, world_size);
   const TrainConfig t = finalized(train, ParallelGrid(l.grid), 0);
   l.pipeline = t.pipeline;
@@ -108,7 +116,8 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.num_microbatches = static_cast<int>(counts.back());
   l.eval_microbatches = static_cast<int>(t.eval_num_microbatches);
   l.microbatch_group_size = t.microbatch_group_size;
-  l.ddp.data_parallel_size = static_cast<int>(t.data_parallel_size);
+  // Gradients reduce (and the distributed optimizer shards) over data × context-parallel ranks.
+  l.ddp.data_parallel_size = static_cast<int>(t.data_parallel_size * l.model.context_parallel_size);
   l.ddp.use_distributed_optimizer = t.use_distributed_optimizer;
   l.ddp.num_distributed_optimizer_instances = t.num_distributed_optimizer_instances;
   l.ddp.overlap_grad_reduce = t.overlap_grad_reduce;
@@ -150,7 +159,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
       train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                      config_.data_parallel_size) {
   tp_counter_ = counted(groups_.tp);
-  for (auto [group, comm] : {std::pair{CommGroup::dp, &groups_.dp}, {CommGroup::dp, &groups_.dp_intra},
+  for (auto [group, comm] : {std::pair{CommGroup::dp, &groups_.dp_cp}, {CommGroup::dp, &groups_.dp_intra},
                              {CommGroup::dp, &groups_.dp_inter}, {CommGroup::expert_dp, &groups_.expert_dp},
                              {CommGroup::expert_dp, &groups_.expert_dp_intra}, {CommGroup::expert_dp, &groups_.expert_dp_inter}})
     if (*comm) dp_counters_.push_back({group, counted(*comm)});
@@ -181,6 +190,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   stage_options.etp_comm = groups_.etp.get();
   stage_options.etp_ep_comm = groups_.etp_ep.get();
   stage_options.dp_comm = groups_.dp.get();
+  stage_options.cp_comm = groups_.cp.get();
   stage_options.threads = layout.target.threads;
   stage_options.ddp = layout.ddp;
   const DdpConfig& ddp = layout.ddp;
@@ -262,7 +272,7 @@ float Trainer::loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
 double Trainer::dp_sum(double value) const { return sum_over(groups_.dp.get(), value); }
 
 std::array<double, 2> Trainer::global_sums(std::array<double, 2> values) const {
-  return sum_over(groups_.pp.get(), sum_over(groups_.dp.get(), values));
+  return sum_over(groups_.pp.get(), sum_over(groups_.dp_cp.get(), values));
 }
 
 void Trainer::run_pipeline(const Schedule& schedule, const std::vector<PipelineChunk*>& chunks, DType activation_dtype) {
@@ -288,8 +298,10 @@ ForwardBackwardResult Trainer::forward_backward() {
   }
   const double global_tokens = config_.calculate_per_token_loss ? dp_sum(local_tokens) : local_tokens;
   const double m = static_cast<double>(num_microbatches);
-  // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective).
-  const double dp = config_.ddp_average_in_collective ? 1.0 : static_cast<double>(config_.data_parallel_size);
+  // Megatron's 1/dp, unless the reduction averages (--ddp-average-in-collective) over dp × cp ranks,
+  // whose cp factor the context-parallel ranks' disjoint tokens must not divide away.
+  const double dp = config_.ddp_average_in_collective ? 1.0 / static_cast<double>(model_config_.context_parallel_size)
+                                                      : static_cast<double>(config_.data_parallel_size);
 
   for (auto& stage : chunks_) {
     stage->zero_grads();
@@ -461,7 +473,7 @@ void Trainer::check_weights_match_across_replicas() {
                                << " and " << replicas.rank() << " of the group) at iteration " << iteration_;
   };
   for (auto& stage : chunks_) {
-    check(stage->params(), *groups_.dp, "model's");
+    check(stage->params(), *groups_.dp_cp, "model's");
     if (ParamStore* experts = stage->expert_params()) check(*experts, *groups_.expert_dp, "experts'");
   }
 }

@@ -50,8 +50,8 @@ void Trainer::save_checkpoint(const std::string& root) {
   for (DataParallelSync* sync : all_syncs()) sync->finish_param_gather();  // whole parameters on every rank
   Communicator& world = *groups_.world;
   const int tp = groups_.tp->size();
-  // A parameter's replicas: its data-parallel group (expert-dp for the experts' weights).
-  const auto replica_rank = [&](const Param& p) { return (p.expert ? groups_.expert_dp : groups_.dp)->rank(); };
+  // A parameter's replicas: its data × context-parallel group (expert-dp for the experts' weights).
+  const auto replica_rank = [&](const Param& p) { return (p.expert ? groups_.expert_dp : groups_.dp_cp)->rank(); };
   // The distributed optimizer's state repeats over its instances (the inter groups; none with one).
   const auto state_replica = [&](const Param& p) {
     if (!config_.use_distributed_optimizer) return replica_rank(p);
@@ -69,7 +69,7 @@ void Trainer::save_checkpoint(const std::string& root) {
         if (replica_rank(p) == 0) records.push_back(piece(p, "param", 0, flat(p.value)));
       }
   // State buffers (MoE expert biases): the same on every rank; the first of each stage saves them.
-  if (groups_.tp->rank() == 0 && groups_.dp->rank() == 0)
+  if (groups_.tp->rank() == 0 && groups_.dp_cp->rank() == 0)
     for (auto& stage : chunks_)
       for (const auto& [name, bias] : stage->expert_biases())
         records.push_back(tensor_piece(name, "buffer", bias.shape, ShardSpec{}, 0, 1, 0, bias));

@@ -63,7 +63,7 @@ TEST_P(CpAttention, MatchesTheWholeSequenceOnOneRank) {
 
   HostTensor q = take_heads(whole.q, rows, sl), k = take_heads(whole.k, rows, sl), v = take_heads(whole.v, rows, sl);
   HostTensor out = zeros({sl, kB, kN * kD}), lse = zeros({kB, kN, sl});
-  HostTensor scratch = zeros({static_cast<int64_t>(cp_attention_scratch_floats(ctx, kB, kN, kG, sl, kD, 1))});
+  HostTensor scratch = zeros({static_cast<int64_t>(cp_attention_scratch_floats(c.type, cp, kB, kN, kG, sl, kD, 1))});
   cp_attention_fwd(ctx, out.view(), lse.view(), q.view(), k.view(), v.view(), whole.opt, scratch.view());
   HostTensor want_out = take_seq(whole.out, rows, sl);
   test::expect_close(out, want_out, 1e-6, 1e-5, "out");
@@ -104,10 +104,11 @@ INSTANTIATE_TEST_SUITE_P(CommTypes, CpAttention,
                          name_of);
 
 TEST(CpAttentionChecks, RefusesOddRowsAndIndivisibleHeads) {
-  Communicator& world = test::world();
-  const ContextParallel p2p{&world, CpCommType::p2p}, a2a{&world, CpCommType::a2a};
-  test::expect_error_mentioning([&] { check_cp_attention(p2p, kN, kG, 7); }, "divisible by 2 x --context-parallel-size");
-  test::expect_error_mentioning([&] { check_cp_attention(a2a, 3 * world.size() + 1, 1, 8); }, "--cp-comm-type a2a");
+  const int cp = test::world().size();
+  test::expect_error_mentioning([&] { check_cp_attention(CpCommType::p2p, cp, kN, kG, 7); },
+                                "divisible by 2 x --context-parallel-size");
+  test::expect_error_mentioning([&] { check_cp_attention(CpCommType::a2a, cp, 3 * cp + 1, 1, 8); },
+                                "--cp-comm-type a2a");
 }
 
 }  // namespace

@@ -51,11 +51,16 @@ inline TrainConfig short_run() {
 }
 
 // Trains `base` with `run` on this rank alone and on the whole job with tensor parallelism tp
-// (sp: sequence parallel) and run.pipeline.pp stages (data parallelism takes the rest), and
+// (sp: sequence parallel), base's context parallelism and run.pipeline.pp stages (data
+// parallelism takes the rest), and
 // expects the same loss curve, gradient norms and evaluation losses; with tp = 1 also the same
 // final weights (each rank compares the parameters it holds, by their global names).
 inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, const TrainConfig& run = short_run()) {
-  SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " + sp" : "") + ", pp " + std::to_string(run.pipeline.pp) + " on " +
+  SCOPED_TRACE("tp " + std::to_string(tp) + (sp ? " + sp" : "") +
+               (base.context_parallel_size > 1 ? ", cp " + std::to_string(base.context_parallel_size) + " " +
+                                                     cp_comm_type_name(base.cp_comm_type)
+                                               : "") +
+               ", pp " + std::to_string(run.pipeline.pp) + " on " +
                std::to_string(world().size()) + " ranks" + (run.use_distributed_optimizer ? ", distributed optimizer" : "") +
                (run.num_distributed_optimizer_instances > 1
                     ? " in " + std::to_string(run.num_distributed_optimizer_instances) + " instances"
@@ -63,8 +68,9 @@ inline void expect_same_curve(const ModelConfig& base, int64_t tp, bool sp, cons
   TrainConfig alone = run;
   alone.pipeline = PartitionConfig{};
   alone.num_distributed_optimizer_instances = 1;  // one rank: one instance
-  ModelConfig single = base;  // this rank alone holds every expert
+  ModelConfig single = base;  // this rank alone holds every expert and whole sequences
   single.moe.expert_model_parallel_size = single.moe.expert_tensor_parallel_size = 1;
+  single.context_parallel_size = 1;
   Trainer reference(single, alone);  // this rank alone, tp = 1 (and dp = 1: the distributed optimizer shards nothing)
   const TrainResult want = reference.run([](const std::string&) {});
   ModelConfig m = base;

@@ -5,6 +5,7 @@
 #include "backend/backend.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "parallel/context_parallel.h"
 #include "parallel/layers.h"
 
 namespace mt {
@@ -91,9 +92,14 @@ AttentionSaved alloc_attention_saved(Arena& a, const ModelConfig& c, LayerShape 
   return saved;
 }
 
-AttentionScratch alloc_attention_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape) {
+AttentionScratch alloc_attention_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shape, WorkspaceTarget target) {
   AttentionScratch sc;
   sc.qkv = a.alloc(DType::f32, {shape.rows(), c.qkv_size()});
+  const size_t cp_floats =
+      cp_attention_scratch_floats(c.cp_comm_type, static_cast<int>(c.context_parallel_size), shape.b,
+                                  c.num_attention_heads, c.num_query_groups, shape.s, c.kv_channels, target.threads,
+                                  target.device);
+  if (cp_floats > 0) sc.cp = a.alloc(DType::f32, {static_cast<int64_t>(cp_floats)});
   return sc;
 }
 
@@ -105,7 +111,9 @@ void alloc_attention_scratch_bwd(Arena& a, AttentionScratch& sc, const ModelConf
   sc.dq = a.alloc(DType::f32, {b, n, s, d});
   sc.dk = a.alloc(DType::f32, {b, g, s, d});
   sc.dv = a.alloc(DType::f32, {b, g, s, d});
-  sc.workspace = a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, target.threads, target.device))});
+  if (c.context_parallel_size == 1)  // context parallelism's attention has its workspace in sc.cp
+    sc.workspace =
+        a.alloc(DType::f32, {static_cast<int64_t>(attention_workspace_floats(b, n, s, d, target.threads, target.device))});
   if (c.qk_layernorm) {
     sc.dq_pre = a.alloc(DType::f32, {b, n, s, d});
     sc.dk_pre = a.alloc(DType::f32, {b, g, s, d});
@@ -129,6 +137,8 @@ void attention_block_fwd(const LayerContext& ctx, const AttentionWeights& w, con
     const KvCacheStep& kv = ctx.kv_cache;
     kv_cache_write(kv.k, kv.v, saved.k, saved.v, kv.slots, kv.positions);
     kv_cache_attention_fwd(saved.context, saved.q, kv.k, kv.v, kv.slots, kv.positions, options.scale);
+  } else if (ctx.cp.active()) {
+    cp_attention_fwd(ctx.cp, sbh(ctx, saved.context), saved.lse, saved.q, saved.k, saved.v, options, sc.cp);
   } else if (c.attention_impl == AttentionImpl::flash) {
     attention_fwd(sbh(ctx, saved.context), saved.lse, saved.q, saved.k, saved.v, options);
   } else {
@@ -152,7 +162,10 @@ void attention_block_bwd(const LayerContext& ctx, const AttentionWeights& w, con
   zero(sc.dk);
   zero(sc.dv);
   const AttentionOptions options = attention_options(ctx);
-  if (c.attention_impl == AttentionImpl::flash)
+  if (ctx.cp.active())
+    cp_attention_bwd(ctx.cp, sc.dq, sc.dk, sc.dv, sbh(ctx, sc.dcontext), sbh(ctx, saved.context), saved.lse, saved.q,
+                     saved.k, saved.v, options, sc.cp);
+  else if (c.attention_impl == AttentionImpl::flash)
     attention_bwd(sc.dq, sc.dk, sc.dv, sbh(ctx, sc.dcontext), sbh(ctx, saved.context), saved.lse, saved.q, saved.k,
                   saved.v, options, sc.workspace);
   else

@@ -45,13 +45,16 @@ struct AttentionScratch {
   // Backward only:
   TensorView dcontext;    // [N, n·d]
   TensorView dq, dk, dv;  // like q, k, v
-  TensorView workspace;   // f32 for the attention backward
+  TensorView workspace;   // f32 for the attention backward (without context parallelism)
   TensorView dq_pre, dk_pre;  // like q, k: the gradients of the norms' inputs (--qk-layernorm)
+  // Both directions, --context-parallel-size > 1 only: f32, cp_attention_scratch_floats of it.
+  TensorView cp;
 };
 
 // `dtype`: the activation dtype of q, k, v and context.
 AttentionSaved alloc_attention_saved(Arena& arena, const ModelConfig& c, LayerShape shape, DType dtype);
-AttentionScratch alloc_attention_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape);
+AttentionScratch alloc_attention_scratch_fwd(Arena& arena, const ModelConfig& c, LayerShape shape,
+                                             WorkspaceTarget target);
 void alloc_attention_scratch_bwd(Arena& arena, AttentionScratch& sc, const ModelConfig& c, LayerShape shape,
                                  WorkspaceTarget target);
 
