@@ -62,7 +62,8 @@ nlohmann::ordered_json sent_by_group(const StepComm& step) {
           {"pp", step.sent_bytes(CommGroup::pp)},
           {"embedding", step.sent_bytes(CommGroup::embedding)},
           {"dp", step.sent_bytes(CommGroup::dp)},
-          {"expert-dp", step.sent_bytes(CommGroup::expert_dp)}};
+          {"expert-dp", step.sent_bytes(CommGroup::expert_dp)},
+          {"cp", step.sent_bytes(CommGroup::cp)}};
 }
 
 // Megatron's bubble: idle time over ideal compute time, (p - 1) / (v · m) with forward and
@@ -114,6 +115,7 @@ int cmd_plan(const std::vector<std::string>& args) {
       ranks.push_back({{"rank", r},
                        {"tp_rank", at.tp},
                        {"pp_rank", at.pp},
+                       {"cp_rank", at.cp},
                        {"dp_rank", at.dp},
                        {"weights_bytes", m.weights},
                        {"grads_bytes", m.grads},
@@ -127,6 +129,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     const nlohmann::ordered_json plan = {{"world_size", grid.world_size()},
                                  {"tensor_model_parallel_size", grid.tp()},
                                  {"pipeline_model_parallel_size", grid.pp()},
+                                 {"context_parallel_size", grid.cp()},
                                  {"virtual_pipeline_model_parallel_size", pipeline.partition.vp},
                                  {"data_parallel_size", grid.dp()},
                                  {"distributed_optimizer_instances", layout.ddp.num_distributed_optimizer_instances},
@@ -142,10 +145,14 @@ int cmd_plan(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("model: %s\n", layout.model.summary().c_str());
-  std::printf("layout: %d ranks = tensor parallel %d%s x pipeline parallel %d%s x data parallel %d; %d micro-batches "
+  const std::string context =
+      grid.cp() > 1 ? " x context parallel " + std::to_string(grid.cp()) + " (" +
+                          cp_comm_type_name(layout.model.cp_comm_type) + ")"
+                    : "";
+  std::printf("layout: %d ranks = tensor parallel %d%s%s x pipeline parallel %d%s x data parallel %d; %d micro-batches "
               "of %lld per iteration and data-parallel rank (global batch %lld)\n",
               grid.world_size(), grid.tp(), layout.model.sequence_parallel && grid.tp() > 1 ? " (sequence parallel)" : "",
-              grid.pp(), pipeline.partition.vp > 1 ? (" (" + std::to_string(pipeline.partition.vp) + " chunks per rank)").c_str() : "",
+              context.c_str(), grid.pp(), pipeline.partition.vp > 1 ? (" (" + std::to_string(pipeline.partition.vp) + " chunks per rank)").c_str() : "",
               grid.dp(), layout.num_microbatches, static_cast<long long>(layout.micro_batch),
               static_cast<long long>(global_batch));
   if (!schedule.empty())
@@ -170,7 +177,8 @@ int cmd_plan(const std::vector<std::string>& args) {
                   bytes(c.activations).c_str(), c.slots, c.slots == 1 ? "" : "es", bytes(c.workspace).c_str());
   }
   std::printf("communication per iteration (bytes each rank sends, ring algorithms; tp: all-reduces, sp: the\n"
-              "sequence-parallel all-gathers and reduce-scatters over the same group):\n");
+              "sequence-parallel all-gathers and reduce-scatters over the same group; dp: over data x context\n"
+              "parallel ranks; cp: attention's keys and values):\n");
   for (const StepComm& step : comm) {
     std::printf("  pipeline rank %d:", step.pp_rank);
     const char* separator = " ";

@@ -15,7 +15,7 @@ namespace {
 // MLP blocks of `kinds` (a full-recomputation pool entry may serve both).
 std::vector<int64_t> layer_bytes(const ModelConfig& c, int64_t micro_batch, MlpKinds kinds) {
   const int64_t t = c.tensor_model_parallel_size, sp = c.sequence_parallel ? t : 1;
-  const int64_t s = c.seq_length, b = micro_batch, h = c.hidden_size, d = c.kv_channels;
+  const int64_t s = c.local_seq_length(), b = micro_batch, h = c.hidden_size, d = c.kv_channels;
   const int64_t n = c.num_attention_heads / t, g = c.num_query_groups / t;  // this rank's heads and groups
   const int64_t a = static_cast<int64_t>(dtype_size(c.params_dtype));      // bytes per stored activation
   const int64_t N = s * b, Nl = N / sp;                                     // tokens; this rank's under SP
@@ -98,7 +98,7 @@ int64_t stage_activation_formula(const ModelConfig& c, int64_t micro_batch, cons
   if (slots == 0) return 0;
   const int64_t sp = c.sequence_parallel ? c.tensor_model_parallel_size : 1;
   const int64_t a = static_cast<int64_t>(dtype_size(c.params_dtype));
-  const int64_t N = c.seq_length * micro_batch, Nl = N / sp, h = c.hidden_size;
+  const int64_t N = c.local_seq_length() * micro_batch, Nl = N / sp, h = c.hidden_size;
   const int64_t hidden = a * Nl * h;  // one [Nl, h] activation
   auto layer_total = [&](MlpKinds kinds) { return sum(layer_bytes(c, micro_batch, kinds)); };
   const RecomputePlan recompute(c, range);

@@ -2,8 +2,8 @@
 // calls, so a change there shows up here (and in tests/parallel/test_plan_layouts.cpp, which
 // compares the two exactly).
 //
-// Notation: t tensor-parallel ranks, m micro-batches per iteration, micro-batch b, sequence s,
-// hidden h; N = s·b rows; under sequence parallelism (sp, which needs t > 1) each rank holds
+// Notation: t tensor-parallel ranks, m micro-batches per iteration, micro-batch b, sequence s
+// (this context-parallel rank's tokens of a sequence), hidden h; N = s·b rows; under sequence parallelism (sp, which needs t > 1) each rank holds
 // Nl = N/t of them, else Nl = N. H = one f32 [N, h] tensor: every tensor-parallel collective of
 // the layers moves the whole sequence's hidden states in f32 (the scratch buffers the layers
 // reduce into are f32 whatever --bf16 says; only the stored activations are 16-bit).
@@ -67,7 +67,7 @@ class TensorParallelTerms {
         micro_batch_(micro_batch),
         sp_(c.sequence_parallel),
         m_(microbatches),
-        rows_(c.seq_length * micro_batch),
+        rows_(c.local_seq_length() * micro_batch),
         hidden_(rows_ * c.hidden_size * 4) {}
 
   // Column-parallel linear forward: under sp, the all-gather of its input's rows (H); without,
@@ -176,7 +176,7 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
   TensorParallelTerms tp(terms, c, layout.micro_batch, layout.num_microbatches);
   if (range.embedding) tp.embedding();
   for (int64_t i = range.first_layer; i < range.last_layer; ++i) tp.layer_forward("layer forward", i);
-  if (range.head) tp.output_head(std::min(StageGeometry{}.head_chunk_tokens, c.seq_length * layout.micro_batch));
+  if (range.head) tp.output_head(std::min(StageGeometry{}.head_chunk_tokens, c.local_seq_length() * layout.micro_batch));
   // Full recomputation: before the backward of a group's last layer the group's forward reruns
   // from its saved input, every layer whole but the last, which stops short of fc2.
   const RecomputePlan recompute(c, range);
@@ -193,6 +193,71 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
       tp.column_forward("selective recompute (fc1)", 1);
     tp.layer_backward("layer backward", i);
   }
+}
+
+// Context parallelism's attention (parallel/context_parallel.cpp), per layer forward and backward
+// of each micro-batch, all f32 over the cp group of c ranks: with this rank's q of b·n·sl·d floats
+// and k, v of b·g·sl·d each (n, g after tp), one K/V block is B = 4·b·g·sl·d bytes.
+//   p2p: the forward passes c − 1 blocks of K and of V on (sends and receives); the backward the
+//     same, plus c dK and c dV accumulators.
+//   a2a: the forward exchanges q, k, v and the output (each all_to_all_v counting the (c − 1)/c
+//     of it that leaves); the backward q, k, v, the output and its gradient, then dq, dk, dv.
+//   allgather: K and V gathered (c·B each) in the forward and again in the backward, whose dK and
+//     dV are reduce-scattered (c·B in each).
+class ContextParallelTerms {
+ public:
+  ContextParallelTerms(Terms& terms, const ModelConfig& c, int64_t micro_batch, int microbatches)
+      : terms_(terms), type_(c.cp_comm_type), cp_(c.context_parallel_size), m_(microbatches) {
+    const int64_t t = c.tensor_model_parallel_size, sl = c.local_seq_length(), d = c.kv_channels;
+    q_ = 4 * micro_batch * (c.num_attention_heads / t) * sl * d;
+    kv_ = 4 * micro_batch * (c.num_query_groups / t) * sl * d;
+  }
+  void forward(const std::string& what) {
+    switch (type_) {
+      case CpCommType::p2p: ring(what, 2 * (cp_ - 1)); break;
+      case CpCommType::a2a: exchange(what, {q_, kv_, kv_, q_}); break;
+      case CpCommType::allgather: add(what, all_gather, 2, cp_ * kv_); break;
+    }
+  }
+  void backward(const std::string& what) {
+    switch (type_) {
+      case CpCommType::p2p: ring(what, 2 * (cp_ - 1) + 2 * cp_); break;
+      case CpCommType::a2a: exchange(what, {q_, kv_, kv_, q_, q_, q_, kv_, kv_}); break;
+      case CpCommType::allgather:
+        add(what, all_gather, 2, cp_ * kv_);
+        add(what, reduce_scatter, 2, cp_ * kv_);
+        break;
+    }
+  }
+
+ private:
+  void ring(const std::string& what, int64_t blocks) {
+    add(what, send, blocks, kv_);
+    add(what, recv, blocks, kv_);
+  }
+  void exchange(const std::string& what, std::initializer_list<int64_t> tensors) {
+    for (int64_t bytes : tensors) add(what, &CommTotals::all_to_all_v, 1, bytes / cp_ * (cp_ - 1));
+  }
+  void add(const std::string& what, Collective kind, int64_t calls, int64_t bytes) {
+    terms_.add(CommGroup::cp, what, kind, calls * m_, bytes);
+  }
+
+  Terms& terms_;
+  CpCommType type_;
+  int64_t cp_, m_, q_ = 0, kv_ = 0;
+};
+
+// One model chunk's context-parallel traffic over all micro-batches: every layer's attention
+// forward and backward, and the forwards that full recomputation reruns.
+void context_parallel_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
+  const ModelConfig& c = layout.model;
+  ContextParallelTerms cp(terms, c, layout.micro_batch, layout.num_microbatches);
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) cp.forward("attention forward");
+  const RecomputePlan recompute(c, range);
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i)
+    if (recompute.group_last(i))
+      for (int64_t j = recompute.group_first(i); j <= i; ++j) cp.forward("full recompute");
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) cp.backward("attention backward");
 }
 
 // One chunk's gradient synchronisation (optim/grad_sync.cpp), once per iteration.
@@ -258,7 +323,7 @@ void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const St
 void pipeline_messages(Terms& terms, const TrainingLayout& layout, const std::vector<Action>& actions) {
   const ModelConfig& c = layout.model;
   const int64_t t = c.tensor_model_parallel_size;
-  const int64_t rows = c.seq_length * layout.micro_batch / (c.sequence_parallel && t > 1 ? t : 1);
+  const int64_t rows = c.local_seq_length() * layout.micro_batch / (c.sequence_parallel && t > 1 ? t : 1);
   const int64_t numel = rows * c.hidden_size;
   auto bytes = [&](Direction d) {
     return numel * static_cast<int64_t>(d == Direction::activation ? dtype_size(c.params_dtype) : 4);
@@ -279,6 +344,7 @@ const char* comm_group_name(CommGroup group) {
     case CommGroup::embedding: return "embedding";
     case CommGroup::dp: return "dp";
     case CommGroup::expert_dp: return "expert-dp";
+    case CommGroup::cp: return "cp";
   }
   return "?";
 }
@@ -311,18 +377,19 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
   const ModelConfig& c = layout.model;
   const PipelinePartition& partition = pipeline.partition;
   const int t = static_cast<int>(c.tensor_model_parallel_size);
-  const int pp = partition.pp, dp = ParallelGrid(layout.grid).dp();
+  const int pp = partition.pp, dp = ParallelGrid(layout.grid).dp(), cp = static_cast<int>(c.context_parallel_size);
+  const int dp_cp = dp * cp;  // the gradients' and loss sums' group (dp itself without cp)
   std::vector<StepComm> ranks;
   for (int r = 0; r < pp; ++r) {
     StepComm step;
     step.pp_rank = r;
     const bool embedding_group = pp > 1 && (r == 0 || r == pp - 1);  // else a group of one: no traffic
     const int expert_dp = c.moe.enabled() ? expert_ddp(c, layout.ddp).data_parallel_size : 1;
-    step.group_sizes = {t, pp, embedding_group ? 2 : 1, dp, expert_dp};
+    step.group_sizes = {t, pp, embedding_group ? 2 : 1, dp_cp, expert_dp, cp};
     Terms terms;
     // forward_backward (train/trainer.cpp): --calculate-per-token-loss first sums the token
     // count over dp (one f64).
-    if (layout.per_token_loss && dp > 1) terms.add(CommGroup::dp, "token count", all_reduce, 1, 8);
+    if (layout.per_token_loss && dp > 1) terms.add(CommGroup::dp, "token count", all_reduce, 1, 8, dp);
     std::vector<StageRange> ranges;
     for (int chunk = 0; chunk < partition.vp; ++chunk) {
       const ChunkLayers& l = partition.chunk(r, chunk);
@@ -330,6 +397,8 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     }
     if (t > 1)
       for (const StageRange& range : ranges) tensor_parallel_chunk(terms, layout, range);
+    if (cp > 1)
+      for (const StageRange& range : ranges) context_parallel_chunk(terms, layout, range);
     // global_aux_loss: each MoE layer's counts f32 [E] summed over dp, per micro-batch.
     if (c.moe.enabled() && c.moe.aux_loss() && c.moe.load_balancing == MoeLoadBalancing::global_aux_loss && dp > 1)
       for (const StageRange& range : ranges)
@@ -339,8 +408,8 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
                       4 * c.moe.num_experts);
     pipeline_messages(terms, layout, pipeline.largest_train().ranks.at(static_cast<size_t>(r)));
     for (const StageRange& range : ranges) gradient_sync_chunk(terms, layout, range, embedding_group);
-    // The loss sums (Σ loss, Σ mask: two f64) over dp, then over the pipeline.
-    if (dp > 1) terms.add(CommGroup::dp, "loss sums", all_reduce, 1, 16);
+    // The loss sums (Σ loss, Σ mask: two f64) over dp × cp, then over the pipeline.
+    if (dp_cp > 1) terms.add(CommGroup::dp, "loss sums", all_reduce, 1, 16);
     if (pp > 1) terms.add(CommGroup::pp, "loss sums", all_reduce, 1, 16);
     // MoE: the iteration's losses and tokens per expert (train/moe_metrics.cpp), f64 per layer
     // (2 + E) and 2 more, summed over tp, dp and pp.

@@ -22,11 +22,12 @@
 namespace mt {
 
 // The groups the Trainer counts (IterationStats' bytes): tp, the pipeline's point-to-point
-// messages and loss sums, the tied embedding's (first and last pipeline stage), dp, and an MoE
-// model's expert-dp (its experts' gradients).
-enum class CommGroup { tp, pp, embedding, dp, expert_dp };
-inline constexpr std::array<CommGroup, 5> kCommGroups = {CommGroup::tp, CommGroup::pp, CommGroup::embedding,
-                                                         CommGroup::dp, CommGroup::expert_dp};
+// messages and loss sums, the tied embedding's (first and last pipeline stage), dp (the gradients,
+// the optimizer's shards and the loss sums over dp × cp ranks; the token count over dp alone), an
+// MoE model's expert-dp (its experts' gradients), and cp (context parallelism's attention).
+enum class CommGroup { tp, pp, embedding, dp, expert_dp, cp };
+inline constexpr std::array<CommGroup, 6> kCommGroups = {CommGroup::tp, CommGroup::pp, CommGroup::embedding,
+                                                         CommGroup::dp, CommGroup::expert_dp, CommGroup::cp};
 const char* comm_group_name(CommGroup group);
 
 // One source of traffic, for the report: its group, what it moves, its calls and bytes (of every
@@ -42,7 +43,7 @@ struct CommTerm {
 
 struct StepComm {
   int pp_rank = 0;
-  std::array<int, 5> group_sizes{1, 1, 1, 1, 1};  // ranks per group, by CommGroup
+  std::array<int, 6> group_sizes{1, 1, 1, 1, 1, 1};  // ranks per group, by CommGroup
   std::vector<CommTerm> terms;                 // in the order the step first makes them
 
   int size(CommGroup group) const { return group_sizes[static_cast<size_t>(group)]; }

@@ -62,7 +62,7 @@ std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const 
   const ModelConfig& c = layout.model;
   const PipelinePartition& partition = pipeline.partition;
   const int64_t sp = c.sequence_parallel ? c.tensor_model_parallel_size : 1;
-  const int64_t message = 4 * c.seq_length / sp * layout.micro_batch * c.hidden_size;  // f32 [Nl, h]
+  const int64_t message = 4 * c.local_seq_length() / sp * layout.micro_batch * c.hidden_size;  // f32 [Nl, h]
   std::vector<PipelineRankMemory> ranks;
   for (int pp_rank = 0; pp_rank < partition.pp; ++pp_rank) {
     const std::vector<int> slots = pipeline.slots(pp_rank);

@@ -42,6 +42,7 @@ struct IterationStats {
   // included), as ring algorithms send them (CommTotals::sent_bytes).
   double tp_bytes_sent = 0.0, pp_bytes_sent = 0.0, dp_bytes_sent = 0.0;
   double ep_bytes_sent = 0.0;   // MoE: the token dispatchers' (over ep, etp and etp × ep)
+  double cp_bytes_sent = 0.0;   // context parallelism's attention (over cp)
   MoeIterationMetrics moe;      // MoE models only
 };
 

@@ -159,12 +159,14 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
       train_sampler_(data_.train->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
                      config_.data_parallel_size) {
   tp_counter_ = counted(groups_.tp);
-  for (auto [group, comm] : {std::pair{CommGroup::dp, &groups_.dp_cp}, {CommGroup::dp, &groups_.dp_intra},
+  for (auto [group, comm] : {std::pair{CommGroup::dp, &groups_.dp}, {CommGroup::dp, &groups_.dp_cp},
+                             {CommGroup::dp, &groups_.dp_intra},
                              {CommGroup::dp, &groups_.dp_inter}, {CommGroup::expert_dp, &groups_.expert_dp},
                              {CommGroup::expert_dp, &groups_.expert_dp_intra}, {CommGroup::expert_dp, &groups_.expert_dp_inter}})
     if (*comm) dp_counters_.push_back({group, counted(*comm)});
   for (auto* group : {&groups_.ep, &groups_.etp, &groups_.etp_ep}) dispatch_counters_.push_back(counted(*group));
   pp_counter_ = counted(groups_.pp);
+  cp_counter_ = counted(groups_.cp);
   embedding_counter_ = counted(groups_.embedding);
   if (config_.eval_iters > 0 && data_.valid)
     valid_sampler_.emplace(data_.valid->size(), 0, config_.micro_batch_size, config_.data_parallel_rank,
@@ -256,6 +258,7 @@ CommTotals Trainer::comm_totals(CommGroup group) const {
     case CommGroup::tp: return tp_counter_->totals();
     case CommGroup::pp: return pp_counter_->totals();
     case CommGroup::embedding: return embedding_counter_->totals();
+    case CommGroup::cp: return cp_counter_->totals();
     case CommGroup::dp:
     case CommGroup::expert_dp: {
       CommTotals sum;
@@ -351,13 +354,13 @@ ForwardBackwardResult Trainer::forward_backward() {
 IterationStats Trainer::train_step() {
   const auto start = Clock::now();
   const CommTotals tp_before = tp_counter_->totals(), pp_before = pp_counter_->totals(),
-                   embedding_before = embedding_counter_->totals();
+                   embedding_before = embedding_counter_->totals(), cp_before = cp_counter_->totals();
   double dispatch_before = 0.0;
   for (const CountingCommunicator* c : dispatch_counters_) dispatch_before += c->totals().sent_bytes(c->size());
   IterationStats st;
   st.global_batch_size = config_.global_batch_at(consumed_train_samples_);
   const int64_t num_microbatches = config_.num_microbatches_at(consumed_train_samples_);
-  std::array<CommTotals, 6> dp_before;  // dp and expert-dp, each with its instances' two groups
+  std::array<CommTotals, 7> dp_before;  // dp, dp × cp and expert-dp, the last two with their instances' groups
   for (size_t i = 0; i < dp_counters_.size(); ++i) dp_before[i] = dp_counters_[i].counter->totals();
   const ForwardBackwardResult fb = forward_backward();
   const int64_t step_before = scheduler_->num_steps();
@@ -402,6 +405,7 @@ IterationStats Trainer::train_step() {
   if (model_config_.moe.expert_bias)
     for (auto& stage : chunks_) stage->update_expert_biases(st.moe.tokens_per_expert);
   st.tp_bytes_sent = (tp_counter_->totals() - tp_before).sent_bytes(tp_counter_->size());
+  st.cp_bytes_sent = (cp_counter_->totals() - cp_before).sent_bytes(cp_counter_->size());
   st.pp_bytes_sent = (pp_counter_->totals() - pp_before).sent_bytes(pp_counter_->size()) +
                      (embedding_counter_->totals() - embedding_before).sent_bytes(embedding_counter_->size());
   for (const CountingCommunicator* c : dispatch_counters_) st.ep_bytes_sent += c->totals().sent_bytes(c->size());

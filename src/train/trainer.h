@@ -179,8 +179,9 @@ class Trainer {
   ProcessGroups groups_;
   // The groups wrapped so the log can report the bytes sent over each.
   CountingCommunicator* tp_counter_ = nullptr;
-  // dp's and expert-dp's, with their instances' groups when there are several distributed-optimizer
-  // instances: each counted under the role it serves (CommGroup::dp or expert_dp).
+  CountingCommunicator* cp_counter_ = nullptr;
+  // dp's, dp × cp's and expert-dp's, with their instances' groups when there are several
+  // distributed-optimizer instances: each counted under the role it serves (CommGroup::dp or expert_dp).
   struct DpCounter {
     CommGroup group;
     CountingCommunicator* counter;

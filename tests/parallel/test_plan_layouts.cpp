@@ -36,6 +36,8 @@ struct Layout {
   const char* moe_layers = nullptr;  // --moe-layer-freq of an MoE model (4 experts, top-2), or dense
   int ep = 1;                        // its --expert-model-parallel-size (alltoall dispatcher)
   bool sinkhorn = false;             // its routing: Sinkhorn, top-1 (logits gathered under sp)
+  int cp = 1;                        // --context-parallel-size
+  CpCommType cp_type = CpCommType::p2p;
 };
 
 std::string describe(const StepComm& plan, CommGroup group) {
@@ -47,7 +49,7 @@ std::string describe(const StepComm& plan, CommGroup group) {
     const std::pair<const char*, CommTotals::Kind> kinds[] = {
         {"all_reduce", t.totals.all_reduce}, {"all_gather", t.totals.all_gather},
         {"reduce_scatter", t.totals.reduce_scatter}, {"broadcast", t.totals.broadcast},
-        {"send", t.totals.send}, {"recv", t.totals.recv}};
+        {"send", t.totals.send}, {"recv", t.totals.recv}, {"all_to_all_v", t.totals.all_to_all_v}};
     for (const auto& [name, k] : kinds)
       if (k.calls) out << " " << name << " " << k.calls << " calls " << k.bytes << " B";
     out << "\n";
@@ -60,7 +62,7 @@ void expect_same(const CommTotals& got, const StepComm& plan, CommGroup group) {
   const std::pair<const char*, CommTotals::Kind CommTotals::*> kinds[] = {
       {"all_reduce", &CommTotals::all_reduce}, {"all_gather", &CommTotals::all_gather},
       {"reduce_scatter", &CommTotals::reduce_scatter}, {"broadcast", &CommTotals::broadcast},
-      {"send", &CommTotals::send}, {"recv", &CommTotals::recv}};
+      {"send", &CommTotals::send}, {"recv", &CommTotals::recv}, {"all_to_all_v", &CommTotals::all_to_all_v}};
   for (const auto& [name, kind] : kinds) {
     EXPECT_EQ((got.*kind).calls, (want.*kind).calls) << comm_group_name(group) << " " << name << " calls\n"
                                                       << describe(plan, group);
@@ -198,6 +200,20 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .instances = 2,
        .moe_layers = "1",
        .ep = 2},
+      {.name = "cp 2 (p2p ring), bf16, untied", .llama = true, .bf16 = true, .cp = 2},
+      {.name = "cp 2 (a2a) + tp 2 + sp, distributed optimizer, fp32",
+       .tp = 2,
+       .sp = true,
+       .llama = true,
+       .distributed = true,
+       .cp = 2,
+       .cp_type = CpCommType::a2a},
+      {.name = "cp 2 (allgather), full block recompute of 2 layers, per-token loss, fp32",
+       .per_token_loss = true,
+       .recompute = RecomputeGranularity::full,
+       .recompute_layers = 2,
+       .cp = 2,
+       .cp_type = CpCommType::allgather},
       {.name = "MoE and dense layers, pp 2 + dp, full uniform recompute, distributed optimizer, fp32",
        .pp = 2,
        .llama = true,
@@ -209,7 +225,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
   };
   int tested = 0;
   for (const Layout& l : layouts) {
-    if (world().size() % (l.tp * l.pp) != 0 || world().size() % (l.ep * l.pp) != 0) continue;
+    if (world().size() % (l.tp * l.pp * l.cp) != 0 || world().size() % (l.ep * l.pp) != 0) continue;
     // Instances divide dp and expert-dp (world / (pp · ep): the experts are whole, etp 1).
     if ((world().size() / (l.tp * l.pp)) % l.instances != 0 || (world().size() / (l.ep * l.pp)) % l.instances != 0)
       continue;
@@ -219,6 +235,8 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     m.seq_length = l.seq_length;
     m.tensor_model_parallel_size = l.tp;
     m.sequence_parallel = l.sp;
+    m.context_parallel_size = l.cp;
+    m.cp_comm_type = l.cp_type;
     m.recompute_granularity = l.recompute;
     m.recompute_method = l.method;
     m.recompute_num_layers = l.recompute_layers;
@@ -273,7 +291,8 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     EXPECT_EQ(plan.size(CommGroup::tp), groups.tp->size());
     EXPECT_EQ(plan.size(CommGroup::pp), groups.pp->size());
     EXPECT_EQ(plan.size(CommGroup::embedding), groups.embedding->size());
-    EXPECT_EQ(plan.size(CommGroup::dp), groups.dp->size());
+    EXPECT_EQ(plan.size(CommGroup::dp), groups.dp_cp->size());
+    EXPECT_EQ(plan.size(CommGroup::cp), groups.cp->size());
     if (l.moe_layers) EXPECT_EQ(plan.size(CommGroup::expert_dp), groups.expert_dp->size());
     for (int step = 1; step <= 2; ++step) {
       SCOPED_TRACE("step " + std::to_string(step));
@@ -285,6 +304,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
       EXPECT_DOUBLE_EQ(st.tp_bytes_sent, plan.sent_bytes(CommGroup::tp));
       EXPECT_DOUBLE_EQ(st.pp_bytes_sent, plan.sent_bytes(CommGroup::pp) + plan.sent_bytes(CommGroup::embedding));
       EXPECT_DOUBLE_EQ(st.dp_bytes_sent, plan.sent_bytes(CommGroup::dp) + plan.sent_bytes(CommGroup::expert_dp));
+      EXPECT_DOUBLE_EQ(st.cp_bytes_sent, plan.sent_bytes(CommGroup::cp));
     }
     expect_same_memory(trainer.memory(), plan_memory(layout).at(pp_rank).total);
     ++tested;
