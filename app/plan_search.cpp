@@ -45,6 +45,8 @@ int plan_search(const Options& options, const ModelConfig& model, const TrainCon
     ModelConfig m = model;
     m.tensor_model_parallel_size = choice.tp;
     m.sequence_parallel = choice.sp;
+    m.context_parallel_size = choice.cp;
+    m.cp_comm_type = CpCommType::p2p;
     m.recompute_granularity = choice.recompute;
     m.recompute_method = RecomputeMethod::uniform;
     m.recompute_num_layers = 1;

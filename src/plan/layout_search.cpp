@@ -24,6 +24,7 @@ DeviceModel device_model(const std::string& name) {
 std::string LayoutChoice::flags() const {
   std::string f = "--tensor-model-parallel-size " + std::to_string(tp);
   if (sp) f += " --sequence-parallel";
+  if (cp > 1) f += " --context-parallel-size " + std::to_string(cp);
   f += " --pipeline-model-parallel-size " + std::to_string(pp);
   if (vp > 1) f += " --num-virtual-stages-per-pipeline-rank " + std::to_string(vp);
   f += " --micro-batch-size " + std::to_string(micro_batch);
@@ -42,18 +43,21 @@ std::vector<LayoutChoice> layout_choices(const ModelConfig& model, int64_t globa
     if (world_size % tp || model.num_attention_heads % tp || groups % tp) continue;
     for (int pp = 1; pp <= world_size / tp; ++pp) {
       if ((world_size / tp) % pp || model.num_layers % pp) continue;
-      const int dp = world_size / tp / pp;
-      if (global_batch % dp) continue;
-      for (int vp = 1; vp <= 8; ++vp) {
-        if (vp > 1 && (pp == 1 || model.num_layers % (pp * vp))) continue;
-        for (int64_t b = 1; b <= 16; b *= 2) {
-          if ((global_batch / dp) % b) continue;
-          for (const RecomputeGranularity r :
-               {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
-            for (const bool distributed : {false, true}) {
-              if (distributed && dp == 1) continue;
-              choices.push_back({tp, tp > 1, pp, vp, b, r, distributed});
-            }
+      for (int cp = 1; cp <= world_size / tp / pp; cp *= 2) {
+        if ((world_size / tp / pp) % cp || model.seq_length % (2 * cp)) continue;
+        const int dp = world_size / tp / pp / cp;
+        if (global_batch % dp) continue;
+        for (int vp = 1; vp <= 8; ++vp) {
+          if (vp > 1 && (pp == 1 || model.num_layers % (pp * vp))) continue;
+          for (int64_t b = 1; b <= 16; b *= 2) {
+            if ((global_batch / dp) % b) continue;
+            for (const RecomputeGranularity r :
+                 {RecomputeGranularity::none, RecomputeGranularity::selective, RecomputeGranularity::full})
+              for (const bool distributed : {false, true}) {
+                if (distributed && dp * cp == 1) continue;
+                choices.push_back({tp, tp > 1, pp, vp, cp, b, r, distributed});
+              }
+          }
         }
       }
     }
@@ -73,8 +77,8 @@ double bandwidth(const DeviceModel& device, int size, int stride) {
 LayoutEstimate estimate_layout(const TrainingLayout& layout, const PipelinePlan& pipeline, const LayoutChoice& choice,
                                const DeviceModel& device) {
   const ModelConfig& c = layout.model;
-  const int tp = layout.grid.tp, pp = pipeline.partition.pp, vp = pipeline.partition.vp;
-  const int dp = layout.ddp.data_parallel_size;
+  const int tp = layout.grid.tp, pp = pipeline.partition.pp, vp = pipeline.partition.vp, cp = layout.grid.cp;
+  const int dp = layout.ddp.data_parallel_size;  // dp × cp: the gradients' group
   const int64_t m = layout.num_microbatches, sequences = layout.micro_batch * m;  // per data-parallel rank
   LayoutEstimate e;
   e.choice = choice;
@@ -93,7 +97,7 @@ LayoutEstimate estimate_layout(const TrainingLayout& layout, const PipelinePlan&
       flops += per_layer * static_cast<double>(range.num_layers()) + recompute_flops(c, range, sequences) +
                (range.head ? logits : 0.0);
     }
-    busiest = std::max(busiest, flops / tp);
+    busiest = std::max(busiest, flops / (tp * cp));
   }
   e.compute_s = busiest / (device.peak_flops * device.achievable);
   e.bubble_s = e.compute_s * static_cast<double>(pp - 1) / static_cast<double>(vp * m);
@@ -106,7 +110,10 @@ LayoutEstimate estimate_layout(const TrainingLayout& layout, const PipelinePlan&
     double dp_s = r.sent_bytes(CommGroup::dp) / bandwidth(device, dp, tp) +
                   r.sent_bytes(CommGroup::expert_dp) / bandwidth(device, expert_dp, tp * dp / expert_dp);
     if (layout.ddp.overlap_grad_reduce) dp_s = std::max(0.0, dp_s - 2.0 / 3.0 * e.compute_s);
-    comm = std::max(comm, tp_s + pp_s + dp_s);
+    // The ring's blocks travel while the previous block's attention runs: counted whole here, an
+    // upper bound until bench/cp_attention measures the overlap.
+    const double cp_s = r.sent_bytes(CommGroup::cp) / bandwidth(device, cp, tp);
+    comm = std::max(comm, tp_s + pp_s + dp_s + cp_s);
   }
   e.comm_s = comm;
   return e;

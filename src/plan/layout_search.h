@@ -34,6 +34,7 @@ struct LayoutChoice {
   int tp = 1;
   bool sp = false;
   int pp = 1, vp = 1;
+  int cp = 1;  // --context-parallel-size (p2p)
   int64_t micro_batch = 1;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   bool distributed_optimizer = false;
@@ -43,9 +44,10 @@ struct LayoutChoice {
 
 // Every choice worth planning for `world_size` devices: tp up to a node's devices dividing the
 // heads and the query groups, pp dividing the layers evenly, v up to 8 dividing them further,
+// context parallelism (p2p) over 1, 2, 4, ... ranks whose 2·cp chunks divide the sequence,
 // micro-batches of 1 to 16 dividing the data-parallel share of the global batch, SP whenever tp
 // > 1, the three recompute granularities (full: every layer), the distributed optimizer whenever
-// dp > 1. The layouts the trainer would refuse are weeded out by building them.
+// dp × cp > 1. The layouts the trainer would refuse are weeded out by building them.
 std::vector<LayoutChoice> layout_choices(const ModelConfig& model, int64_t global_batch, int world_size,
                                          int devices_per_node);
 

@@ -33,6 +33,7 @@ TrainConfig batch(int64_t global) {
 LayoutEstimate estimate(ModelConfig m, TrainConfig t, const LayoutChoice& c, const DeviceModel& device) {
   m.tensor_model_parallel_size = c.tp;
   m.sequence_parallel = c.sp;
+  m.context_parallel_size = c.cp;
   t.pipeline.pp = c.pp;
   if (c.vp > 1) t.pipeline.virtual_stages_per_rank = c.vp;
   t.micro_batch_size = c.micro_batch;
@@ -43,30 +44,32 @@ LayoutEstimate estimate(ModelConfig m, TrainConfig t, const LayoutChoice& c, con
 
 TEST(LayoutSearch, ChoicesDivideTheModelAndTheWorld) {
   const std::vector<LayoutChoice> choices = layout_choices(small_model(), 16, 8, 8);
-  bool pipelined = false, interleaved = false, sharded = false;
+  bool pipelined = false, interleaved = false, sharded = false, context = false;
   for (const LayoutChoice& c : choices) {
-    EXPECT_EQ(8 % (c.tp * c.pp), 0);
+    EXPECT_EQ(8 % (c.tp * c.pp * c.cp), 0);
+    EXPECT_EQ(small_model().seq_length % (2 * c.cp), 0) << "two chunks per context-parallel rank";
     EXPECT_EQ(4 % c.tp, 0) << "heads";
     EXPECT_EQ(4 % (c.pp * c.vp), 0) << "layers";
     EXPECT_EQ(c.sp, c.tp > 1);
-    EXPECT_EQ((16 / (8 / (c.tp * c.pp))) % c.micro_batch, 0);
-    EXPECT_FALSE(c.distributed_optimizer && c.tp * c.pp == 8) << "no data parallelism to shard over";
+    EXPECT_EQ((16 / (8 / (c.tp * c.pp * c.cp))) % c.micro_batch, 0);
+    EXPECT_FALSE(c.distributed_optimizer && c.tp * c.pp == 8) << "no data or context parallelism to shard over";
     pipelined |= c.pp == 4;
     interleaved |= c.vp == 2;
     sharded |= c.distributed_optimizer;
+    context |= c.cp == 8;
   }
-  EXPECT_TRUE(pipelined && interleaved && sharded);
+  EXPECT_TRUE(pipelined && interleaved && sharded && context);
 }
 
 TEST(LayoutSearch, TheStepTimeModelBehavesAsDocumented) {
   const DeviceModel h100 = device_model("h100");
-  const LayoutChoice pipelined{1, false, 2, 2, 1, RecomputeGranularity::none, false};
+  const LayoutChoice pipelined{1, false, 2, 2, 1, 1, RecomputeGranularity::none, false};
   const LayoutEstimate e = estimate(small_model(), batch(32), pipelined, h100);
   const int m = 32 / 4;  // dp 4
   EXPECT_NEAR(e.bubble_s, e.compute_s * 1.0 / (2.0 * m), 1e-15);
   EXPECT_GT(e.comm_s, 0.0);
   // tp 2 on nodes of one device: its all-reduces cross the network.
-  const LayoutChoice tensor{2, true, 1, 1, 1, RecomputeGranularity::none, false};
+  const LayoutChoice tensor{2, true, 1, 1, 1, 1, RecomputeGranularity::none, false};
   DeviceModel lonely = h100;
   lonely.devices_per_node = 1;
   EXPECT_NEAR(estimate(small_model(), batch(32), tensor, lonely).comm_s /
@@ -83,8 +86,15 @@ TEST(LayoutSearch, TheStepTimeModelBehavesAsDocumented) {
   // An overlapped reduction hides behind the backward.
   TrainConfig overlapped = batch(32);
   overlapped.overlap_grad_reduce = true;
-  const LayoutChoice data{1, false, 1, 1, 1, RecomputeGranularity::none, false};
+  const LayoutChoice data{1, false, 1, 1, 1, 1, RecomputeGranularity::none, false};
   EXPECT_LT(estimate(small_model(), overlapped, data, h100).comm_s, estimate(small_model(), batch(32), data, h100).comm_s);
+  // Context parallelism splits each sequence's compute over its ranks and adds the ring's traffic.
+  LayoutChoice context = data;
+  context.cp = 2;
+  const LayoutEstimate split = estimate(small_model(), batch(32), context, h100);
+  const LayoutEstimate whole = estimate(small_model(), batch(32), data, h100);
+  EXPECT_NEAR(split.compute_s, whole.compute_s, 1e-9 * whole.compute_s) << "cp 2 x dp 4 does the work of dp 8";
+  EXPECT_GT(split.comm_s, whole.comm_s);
 }
 
 }  // namespace
