@@ -49,7 +49,7 @@ std::vector<std::string> megatron_flag_patterns();
 bool matches_flag_pattern(const std::string& pattern, const std::string& name);
 
 // True when the values given equal the flag's Megatron default, so that even a flag whose
-// feature is missing changes nothing ("--context-parallel-size 1").
+// feature is missing changes nothing ("--rope-scaling-factor 8.0").
 bool is_megatron_default(const MegatronArgument& a, const std::vector<std::string>& values);
 
 // Flags that Megatron-LM's parser has dropped but scripts under its examples/ still pass (the SC21

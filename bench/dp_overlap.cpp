@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       parameters = static_cast<double>(params.numel());
       mt::DdpConfig blocking{dp};  // the same buffers, reduced blocking
       blocking.use_distributed_optimizer = distributed;
-      mt::DataParallelSync sync(params, {nullptr, trainer.groups().dp.get()}, blocking, mt::cpu_backend(), nullptr);
+      mt::DataParallelSync sync(params, {nullptr, trainer.groups().dp_cp.get()}, blocking, mt::cpu_backend(), nullptr);
       std::vector<double> s;
       for (int i = 0; i < steps; ++i) {
         world->barrier();

@@ -1,7 +1,7 @@
 // Owns data-parallel synchronisation around the optimizer step (Megatron's finalize_model_grads,
 // its DDP bucket reductions and the distributed optimizer's parameter all-gather): the
-// sequence-parallel norm gradients over the tensor-parallel group, then the gradient buffer over
-// the data-parallel group bucket by bucket, all-reduced, or under the distributed optimizer
+// partial gradients of parameters every tp rank holds whole (Param::partial_over_tp) over the
+// tensor-parallel group, then the gradient buffer over the data-parallel group (dp × cp) bucket by bucket, all-reduced, or under the distributed optimizer
 // reduce-scattered so each rank holds the sum of its shard only; after the step, the updated
 // shards all-gathered back into every rank's parameters (in place: each rank's shard already sits
 // at its place in the buffer). With --overlap-grad-reduce a bucket's reduction starts
@@ -22,7 +22,7 @@ namespace mt {
 
 // The groups gradients are reduced over (null or size 1: nothing to do there).
 struct GradSyncGroups {
-  Communicator* tp = nullptr;  // sequence-parallel norm gradients
+  Communicator* tp = nullptr;  // the partial_over_tp parameters' gradients
   Communicator* dp = nullptr;  // every gradient, bucket by bucket (the distributed optimizer's shard group)
   // Several distributed-optimizer instances: each rank's reduced shard is then all-reduced over
   // the ranks holding the same shard in the other instances.
@@ -50,8 +50,9 @@ class DataParallelSync {
   // over tp at once and every bucket they complete starts its dp reduction; otherwise nothing happens.
   void grads_ready(ParamStore::IndexRange params);
   // Completes the reduction of every gradient (whatever has not started yet, then waits):
-  // 1. parameters computed on s/t tokens under --sequence-parallel (the norms) are all-reduced
-  //    over tp (their gradients are partial sums until then);
+  // 1. parameters whose gradients are partial sums over tp (Param::partial_over_tp: the norms on
+  //    s/t tokens under --sequence-parallel, routers, the query and key norms on a rank's heads)
+  //    are all-reduced over tp;
   // 2. gradients are summed (or averaged) over dp bucket by bucket: all-reduced, or
   //    reduce-scattered into this rank's shard (the rest of the buffer then holds stale partial
   //    sums, which nothing reads);

@@ -73,7 +73,8 @@ std::string format_progress(int64_t iteration, int64_t total, double elapsed_sec
                        hms(elapsed_seconds).c_str(), hms(remaining).c_str());
 }
 
-std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes, std::optional<double> ep_bytes) {
+std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes, std::optional<double> ep_bytes,
+                             std::optional<double> cp_bytes) {
   auto size = [](double bytes) {
     const char* units[] = {"B", "kB", "MB", "GB", "TB"};
     int u = 0;
@@ -81,12 +82,14 @@ std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes, 
     return printf_string(u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
   };
   return " communication per iteration on this rank (ring-algorithm bytes sent): tp " + size(tp_bytes) + " | pp " +
-         size(pp_bytes) + " | dp " + size(dp_bytes) + " |" + (ep_bytes ? " ep " + size(*ep_bytes) + " |" : "");
+         size(pp_bytes) + " | dp " + size(dp_bytes) + " |" + (ep_bytes ? " ep " + size(*ep_bytes) + " |" : "") +
+         (cp_bytes ? " cp " + size(*cp_bytes) + " |" : "");
 }
 
 void IntervalAccumulator::add(const IterationStats& st) {
   tp_bytes_ += st.tp_bytes_sent;
   ep_bytes_ += st.ep_bytes_sent;
+  cp_bytes_ += st.cp_bytes_sent;
   pp_bytes_ += st.pp_bytes_sent;
   dp_bytes_ += st.dp_bytes_sent;
   if (!st.skipped) {

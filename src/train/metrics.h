@@ -85,9 +85,11 @@ std::string format_validation_block(const std::string& prefix, double lm_loss);
 // " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.23 MB | pp 0 B |
 // dp 45.6 MB |" (decimal units: B, kB, MB, GB). Megatron does not print it; its users ask where
 // their time goes.
-// An MoE model adds " ep ... |": the token dispatchers' exchanges over ep, etp and etp × ep.
+// An MoE model adds " ep ... |": the token dispatchers' exchanges over ep, etp and etp × ep;
+// context parallelism " cp ... |": attention's keys and values.
 std::string format_comm_line(double tp_bytes, double pp_bytes, double dp_bytes,
-                             std::optional<double> ep_bytes = std::nullopt);
+                             std::optional<double> ep_bytes = std::nullopt,
+                             std::optional<double> cp_bytes = std::nullopt);
 
 // "[progress] iteration i/N (p%) | elapsed h:mm:ss | remaining ~h:mm:ss", extrapolating the
 // average wall time per iteration so far.
@@ -111,6 +113,7 @@ class IntervalAccumulator {
   double mean_pp_bytes() const { return per_iteration(pp_bytes_); }
   double mean_dp_bytes() const { return per_iteration(dp_bytes_); }
   double mean_ep_bytes() const { return per_iteration(ep_bytes_); }
+  double mean_cp_bytes() const { return per_iteration(cp_bytes_); }
   // The MoE losses' means over the advanced iterations.
   std::vector<std::pair<std::string, double>> mean_moe_losses() const;
   void reset() { *this = IntervalAccumulator(); }
@@ -119,7 +122,7 @@ class IntervalAccumulator {
   int64_t advanced_ = 0, skipped_ = 0, nan_ = 0;
   double loss_sum_ = 0.0;
   std::vector<std::pair<std::string, double>> moe_loss_sums_;
-  double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0, ep_bytes_ = 0.0;
+  double tp_bytes_ = 0.0, pp_bytes_ = 0.0, dp_bytes_ = 0.0, ep_bytes_ = 0.0, cp_bytes_ = 0.0;
   double per_iteration(double total) const { return total / std::max<double>(1.0, static_cast<double>(iterations())); }
 };
 

@@ -564,7 +564,9 @@ TrainResult Trainer::run(const LogFn& log) {
       log(format_log_line(line, timestamp_now()));
       if (world_size > 1)
         log(format_comm_line(interval.mean_tp_bytes(), interval.mean_pp_bytes(), interval.mean_dp_bytes(),
-                             model_config_.moe.enabled() ? std::optional(interval.mean_ep_bytes()) : std::nullopt));
+                             model_config_.moe.enabled() ? std::optional(interval.mean_ep_bytes()) : std::nullopt,
+                             model_config_.context_parallel_size > 1 ? std::optional(interval.mean_cp_bytes())
+                                                                     : std::nullopt));
       if (model_config_.moe.enabled()) log(format_moe_line(st.moe));
       if (!first) {
         interval.reset();

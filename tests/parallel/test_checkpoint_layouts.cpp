@@ -3,7 +3,7 @@
 // reproduces the uninterrupted run bit for bit; loaded by each rank alone (tp = pp = dp = 1:
 // every piece reassembled into whole tensors) it continues on the single-rank curve within
 // rounding; and a single-rank checkpoint loads back into the parallel layout likewise. A run
-// stopped by --exit-signal-handler saves once and resumes bit for bit.
+// stopped by --exit-signal-handler saves once and resumes bit for bit. Context parallelism too.
 #include <unistd.h>
 
 #include <csignal>
@@ -146,6 +146,38 @@ TEST(CheckpointLayouts, ReshardedRunsContinueTheSingleRankCurve) {
     const double reference = want.iterations[i + 5].loss;
     EXPECT_NEAR(from_parallel.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
     EXPECT_NEAR(from_single.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
+  }
+}
+
+// Context parallelism (4 ranks: cp 2 x tp 2 + sp, the distributed optimizer sharding its state over
+// the two cp ranks): resumed bit for bit under the same layout, and loaded by each rank alone
+// (cp 1, whole sequences) onto the single-rank curve.
+TEST(CheckpointLayouts, ContextParallelResumesAndLoadsUnderCp1) {
+  if (world().size() != 4) GTEST_SKIP() << "cp 2 x tp 2 needs 4 ranks";
+  SharedDir dir;
+  ModelConfig m = llama_style();
+  m.tensor_model_parallel_size = 2;
+  m.sequence_parallel = true;
+  m.context_parallel_size = 2;
+  TrainConfig save = saving_run(dir.path(), 10), load = loading_run(dir.path(), 10);
+  save.use_distributed_optimizer = load.use_distributed_optimizer = true;
+  const TrainResult whole = Trainer(m, save, &world()).run([](const std::string&) {});
+  Trainer resumed(m, load, &world());
+  ASSERT_EQ(resumed.load_checkpoint(dir.path()), 5);
+  const TrainResult got = resumed.run([](const std::string&) {});
+  ASSERT_EQ(got.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(got.iterations[i].loss, whole.iterations[i + 5].loss) << "iteration " << i + 6;
+    EXPECT_EQ(got.iterations[i].grad_norm, whole.iterations[i + 5].grad_norm) << "iteration " << i + 6;
+  }
+  const TrainResult want = Trainer(llama_style(), saving_run("", 10)).run([](const std::string&) {});
+  Trainer alone(llama_style(), loading_run(dir.path(), 10));
+  ASSERT_EQ(alone.load_checkpoint(dir.path()), 5);
+  const TrainResult from_cp = alone.run([](const std::string&) {});
+  ASSERT_EQ(from_cp.iterations.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const double reference = want.iterations[i + 5].loss;
+    EXPECT_NEAR(from_cp.iterations[i].loss, reference, 1e-5 * reference) << "iteration " << i + 6;
   }
 }
 

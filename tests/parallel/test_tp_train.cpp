@@ -144,7 +144,7 @@ TEST(TpTrain, DataParallelBytesPerStep) {
       if (overlap) run.ddp_bucket_size = 20000;
       Trainer trainer(llama_style(), run, &world());
       ASSERT_EQ(trainer.config().num_microbatches_at(0), 3);
-      auto* dp = dynamic_cast<CountingCommunicator*>(trainer.groups().dp.get());
+      auto* dp = dynamic_cast<CountingCommunicator*>(trainer.groups().dp_cp.get());  // the gradients' group
       ASSERT_NE(dp, nullptr);
       const CommTotals before = dp->totals();
       const IterationStats st = trainer.train_step();

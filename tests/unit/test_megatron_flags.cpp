@@ -44,15 +44,15 @@ TEST(MegatronFlags, EveryRuleClassifiesAFlagThatIsNotImplemented) {
 
 TEST(MegatronFlags, AcceptedFlagsTakeTheirValuesAndAreNoted) {
   const Options o = parse_options("train", {"--use-mcore-models", "--transformer-impl", "transformer_engine",
-                                            "--hidden-size", "64", "--cp-comm-type", "p2p", "p2p",
-                                            "--distributed-backend=nccl", "--tensorboard-dir", "tb", "--num-layers",
-                                            "3"});
+                                            "--hidden-size", "64", "--high-priority-stream-groups", "dp", "ep",
+                                            "--distributed-backend=nccl", "--tensorboard-dir", "tb",
+                                            "--num-layers", "3"});
   EXPECT_EQ(o.integer("--hidden-size"), 64);
   EXPECT_EQ(o.integer("--num-layers"), 3);
   ASSERT_EQ(o.megatron_notes().size(), 5u);
   EXPECT_EQ(o.megatron_notes()[0].given, "--use-mcore-models");
   EXPECT_EQ(o.megatron_notes()[1].given, "--transformer-impl transformer_engine");
-  EXPECT_EQ(o.megatron_notes()[2].given, "--cp-comm-type p2p ...");  // a list flag: every value taken
+  EXPECT_EQ(o.megatron_notes()[2].given, "--high-priority-stream-groups dp ...");  // a list flag: every value taken
   EXPECT_EQ(o.megatron_notes()[3].given, "--distributed-backend nccl");
   const std::string line = o.megatron_notes_line();
   EXPECT_EQ(line.rfind("Megatron-LM flags accepted without effect: --use-mcore-models (", 0), 0u) << line;
@@ -66,7 +66,8 @@ TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
             std::string::npos);
   // Megatron's default value of a missing feature changes nothing, so it is accepted.
   EXPECT_EQ(error_of({"--context-parallel-size", "1"}), "");
-  EXPECT_NE(error_of({"--context-parallel-size", "2"}).find("context parallelism (planned)"), std::string::npos);
+  EXPECT_NE(error_of({"--hierarchical-context-parallel-sizes", "2", "2"}).find("context parallelism (planned)"),
+            std::string::npos);
   EXPECT_EQ(error_of({"--rope-scaling-factor", "8.0"}), "");
   EXPECT_NE(error_of({"--rope-scaling-factor", "4"}).find("Llama 3.1 RoPE scaling"), std::string::npos);
   EXPECT_EQ(error_of({"--optimizer", "adam"}), "");

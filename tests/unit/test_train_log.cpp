@@ -82,6 +82,8 @@ TEST(TrainLog, CommunicationLineInDecimalUnits) {
             " communication per iteration on this rank (ring-algorithm bytes sent): tp 0 B | pp 65.5 kB | dp 284 kB |");
   EXPECT_EQ(format_comm_line(1.5e9, 0.0, 999.0),
             " communication per iteration on this rank (ring-algorithm bytes sent): tp 1.5 GB | pp 0 B | dp 999 B |");
+  EXPECT_EQ(format_comm_line(0.0, 0.0, 1e6, std::nullopt, 2.5e6),
+            " communication per iteration on this rank (ring-algorithm bytes sent): tp 0 B | pp 0 B | dp 1 MB | cp 2.5 MB |");
 }
 
 TEST(TrainLog, ProgressExtrapolatesTheTimeLeft) {

@@ -20,7 +20,7 @@ TEST(TrainOptions, AcceptedFlagSetIsFrozen) {
       "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps", "--apply-layernorm-1p",
       "--apply-wd-to-qk-layernorm",
       "--attention-backend", "--attention-dropout", "--bf16", "--calculate-per-token-loss", "--check-weight-hash-across-dp-replicas-interval", "--ckpt-step",
-      "--clip-grad", "--config", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
+      "--clip-grad", "--config", "--context-parallel-size", "--cp-comm-type", "--data-cache-path", "--data-path", "--ddp-average-in-collective",
       "--ddp-bucket-size", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
       "--device", "--disable-bias-linear", "--end-weight-decay", "--eod-mask-loss", "--eval-global-batch-size", "--eval-interval", "--eval-iters",
       "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint", "--exit-signal", "--exit-signal-handler", "--expert-model-parallel-size",
