@@ -69,47 +69,54 @@ void all_to_all(Communicator& comm, const TensorView& recv, const TensorView& se
   comm.all_to_all_v(recv, counts, send, counts);
 }
 
-// Head-major x [b, h, sl, d] (this rank's rows, every head) -> x' [b, h/cp, S, d] (every row, head
-// block `rank`), and back (accumulating into x). send/recv: b·h·sl·d floats each.
+// x viewed as [outer, cp, inner] <-> by_rank [cp, outer, inner]: block q of every outer row is
+// what rank q sends or sent (the first two dimensions transposed, one copy per rank).
+void split_by_rank(const TensorView& by_rank, const TensorView& x, int cp, int64_t outer) {
+  const int64_t inner = x.numel() / (outer * cp);
+  const TensorView blocks = by_rank.reshape({cp, outer * inner});
+  for (int q = 0; q < cp; ++q)
+    copy_row_block(blocks.rows(q, 1).reshape({outer, 1, inner}), 0, x.reshape({outer, cp, inner}), q, 1);
+}
+void join_by_rank(const TensorView& x, const TensorView& by_rank, int cp, int64_t outer) {
+  const int64_t inner = x.numel() / (outer * cp);
+  const TensorView blocks = by_rank.reshape({cp, outer * inner});
+  for (int q = 0; q < cp; ++q)
+    copy_row_block(x.reshape({outer, cp, inner}), q, blocks.rows(q, 1).reshape({outer, 1, inner}), 0, 1);
+}
+
+// Head-major x [b, h, sl, d] (this rank's rows, every head) -> xh [b, h/cp, S, d] (every row, head
+// block `rank`), and back (accumulating into x). send/recv (and tmp): b·h·sl·d floats each.
 void seq_to_heads(Communicator& comm, const TensorView& xh, const TensorView& x, const TensorView& send,
                   const TensorView& recv) {
   const int cp = comm.size();
-  const int64_t b = x.dim(0), block = x.numel() / (b * cp);  // one rank's heads of one sequence
-  const TensorView by_rank = send.reshape({cp, b, block});
-  for (int q = 0; q < cp; ++q) copy_row_block(by_rank.rows(q, 1).reshape({b, 1, block}), 0, x.reshape({b, cp, block}), q, 1);
+  split_by_rank(send, x, cp, x.dim(0));
   all_to_all(comm, recv, send);
-  ranked_to_global(xh.reshape({b * xh.dim(1), xh.dim(2), xh.dim(3)}), recv, cp);
+  ranked_to_global(xh.reshape({xh.dim(0) * xh.dim(1), xh.dim(2), xh.dim(3)}), recv, cp);
 }
 void heads_to_seq_add(Communicator& comm, const TensorView& x, const TensorView& xh, const TensorView& send,
                       const TensorView& recv, const TensorView& tmp) {
   const int cp = comm.size();
-  const int64_t b = x.dim(0), block = x.numel() / (b * cp);
-  global_to_ranked(send.reshape({cp, b * xh.dim(1), x.dim(2), x.dim(3)}), xh.reshape({b * xh.dim(1), xh.dim(2), xh.dim(3)}), cp);
+  global_to_ranked(send, xh.reshape({xh.dim(0) * xh.dim(1), xh.dim(2), xh.dim(3)}), cp);
   all_to_all(comm, recv, send);
-  const TensorView by_rank = recv.reshape({cp, b, block});
-  for (int q = 0; q < cp; ++q) copy_row_block(tmp.reshape({b, cp, block}), q, by_rank.rows(q, 1).reshape({b, 1, block}), 0, 1);
+  join_by_rank(tmp, recv, cp, x.dim(0));
   accumulate(x, tmp);
 }
 
-// Sequence-major o [sl, b, n·d] (this rank's rows, every head) <-> o' [S, b, (n/cp)·d] (every row,
+// Sequence-major o [sl, b, n·d] (this rank's rows, every head) <-> oh [S, b, (n/cp)·d] (every row,
 // head block `rank`).
 void rows_to_heads(Communicator& comm, const TensorView& oh, const TensorView& o, const TensorView& send,
                    const TensorView& recv) {
   const int cp = comm.size();
-  const int64_t sl = o.dim(0), b = o.dim(1), w = o.dim(2) / cp;
-  const TensorView by_rank = send.reshape({cp, sl * b, w});
-  for (int q = 0; q < cp; ++q) copy_row_block(by_rank.rows(q, 1).reshape({sl * b, 1, w}), 0, o.reshape({sl * b, cp, w}), q, 1);
+  split_by_rank(send, o, cp, o.dim(0) * o.dim(1));
   all_to_all(comm, recv, send);
-  ranked_to_global(oh.reshape({1, oh.dim(0), b * w}), recv, cp);
+  ranked_to_global(oh.reshape({1, oh.dim(0), oh.dim(1) * oh.dim(2)}), recv, cp);
 }
 void heads_to_rows(Communicator& comm, const TensorView& o, const TensorView& oh, const TensorView& send,
                    const TensorView& recv) {
   const int cp = comm.size();
-  const int64_t sl = o.dim(0), b = o.dim(1), w = o.dim(2) / cp;
-  global_to_ranked(send.reshape({cp, 1, sl, b * w}), oh.reshape({1, oh.dim(0), b * w}), cp);
+  global_to_ranked(send, oh.reshape({1, oh.dim(0), oh.dim(1) * oh.dim(2)}), cp);
   all_to_all(comm, recv, send);
-  const TensorView by_rank = recv.reshape({cp, sl * b, w});
-  for (int q = 0; q < cp; ++q) copy_row_block(o.reshape({sl * b, cp, w}), q, by_rank.rows(q, 1).reshape({sl * b, 1, w}), 0, 1);
+  join_by_rank(o, recv, cp, o.dim(0) * o.dim(1));
 }
 
 struct Dims {
