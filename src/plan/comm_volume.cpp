@@ -207,17 +207,23 @@ void tensor_parallel_chunk(Terms& terms, const TrainingLayout& layout, const Sta
 class ContextParallelTerms {
  public:
   ContextParallelTerms(Terms& terms, const ModelConfig& c, int64_t micro_batch, int microbatches)
-      : terms_(terms), type_(c.cp_comm_type), cp_(c.context_parallel_size), m_(microbatches) {
+      : terms_(terms), c_(c), micro_batch_(micro_batch), type_(c.cp_comm_type), cp_(c.context_parallel_size),
+        m_(microbatches) {
     const int64_t t = c.tensor_model_parallel_size, sl = c.local_seq_length(), d = c.kv_channels;
     q_ = 4 * micro_batch * (c.num_attention_heads / t) * sl * d;
     kv_ = 4 * micro_batch * (c.num_query_groups / t) * sl * d;
   }
-  void forward(const std::string& what) {
+  // An MoE layer's forward also sums its load-balancing counts f32 [B, E] over cp (model/blocks/moe.cpp).
+  void forward(const std::string& what, int64_t layer) {
+    if (c_.mlp_kind(layer) == MlpKind::moe) moe_forward(what);
     switch (type_) {
       case CpCommType::p2p: ring(what, 2 * (cp_ - 1)); break;
       case CpCommType::a2a: exchange(what, {q_, kv_, kv_, q_}); break;
       case CpCommType::allgather: add(what, all_gather, 2, cp_ * kv_); break;
     }
+  }
+  void moe_forward(const std::string& what) {
+    if (c_.moe.aux_loss()) add(what, all_reduce, 1, 4 * moe_aux_count_rows(c_, micro_batch_) * c_.moe.num_experts);
   }
   void backward(const std::string& what) {
     switch (type_) {
@@ -243,6 +249,8 @@ class ContextParallelTerms {
   }
 
   Terms& terms_;
+  const ModelConfig& c_;
+  int64_t micro_batch_;
   CpCommType type_;
   int64_t cp_, m_, q_ = 0, kv_ = 0;
 };
@@ -252,12 +260,15 @@ class ContextParallelTerms {
 void context_parallel_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
   const ModelConfig& c = layout.model;
   ContextParallelTerms cp(terms, c, layout.micro_batch, layout.num_microbatches);
-  for (int64_t i = range.first_layer; i < range.last_layer; ++i) cp.forward("attention forward");
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) cp.forward("layer forward", i);
   const RecomputePlan recompute(c, range);
   for (int64_t i = range.first_layer; i < range.last_layer; ++i)
     if (recompute.group_last(i))
-      for (int64_t j = recompute.group_first(i); j <= i; ++j) cp.forward("full recompute");
-  for (int64_t i = range.first_layer; i < range.last_layer; ++i) cp.backward("attention backward");
+      for (int64_t j = recompute.group_first(i); j <= i; ++j) cp.forward("full recompute", j);
+  for (int64_t i = range.first_layer; i < range.last_layer; ++i) {
+    if (c.mlp_kind(i) == MlpKind::moe && c.recompute_moe) cp.moe_forward("selective recompute (moe)");
+    cp.backward("layer backward");
+  }
 }
 
 // One chunk's gradient synchronisation (optim/grad_sync.cpp), once per iteration.
@@ -405,7 +416,7 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
         for (int64_t i = range.first_layer; i < range.last_layer; ++i)
           if (c.mlp_kind(i) == MlpKind::moe)
             terms.add(CommGroup::dp, "global load-balancing counts", all_reduce, layout.num_microbatches,
-                      4 * c.moe.num_experts);
+                      4 * c.moe.num_experts, dp);
     pipeline_messages(terms, layout, pipeline.largest_train().ranks.at(static_cast<size_t>(r)));
     for (const StageRange& range : ranges) gradient_sync_chunk(terms, layout, range, embedding_group);
     // The loss sums (Σ loss, Σ mask: two f64) over dp × cp, then over the pipeline.
@@ -415,8 +426,9 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     // (2 + E) and 2 more, summed over tp, dp and pp.
     if (c.moe.enabled()) {
       const int64_t bytes = 8 * (c.num_layers * (2 + c.moe.num_experts) + 2);
-      for (const auto& [group, size] : {std::pair{CommGroup::tp, t}, std::pair{CommGroup::dp, dp}, std::pair{CommGroup::pp, pp}})
-        if (size > 1) terms.add(group, "moe metrics", all_reduce, 1, bytes);
+      for (const auto& [group, size, ranks] : {std::tuple{CommGroup::tp, t, t}, std::tuple{CommGroup::cp, cp, cp},
+                                               std::tuple{CommGroup::dp, dp, dp}, std::tuple{CommGroup::pp, pp, pp}})
+        if (size > 1) terms.add(group, "moe metrics", all_reduce, 1, bytes, ranks);
     }
     // The optimizer's gradient norm: under the distributed optimizer each rank's sum of squares
     // (one f64) over its instance's ranks (dp, or dp/N with N instances) first. Its sum over the

@@ -6,7 +6,8 @@
 namespace mt {
 
 MoeIterationMetrics reduce_moe_metrics(const ModelConfig& c, const std::vector<const Stage*>& stages,
-                                       int64_t micro_batches, Communicator* tp, Communicator* dp, Communicator* pp) {
+                                       int64_t micro_batches, Communicator* tp, Communicator* cp, Communicator* dp,
+                                       Communicator* pp) {
   MoeIterationMetrics out;
   if (!c.moe.enabled()) return out;
   const int64_t E = c.moe.num_experts, L = c.num_layers;
@@ -26,7 +27,7 @@ MoeIterationMetrics reduce_moe_metrics(const ModelConfig& c, const std::vector<c
       v[v.size() - 1] += s.dropped;
     }
   const TensorView t(v.data(), DType::f64, {static_cast<int64_t>(v.size())});
-  for (Communicator* group : {tp, dp, pp})
+  for (Communicator* group : {tp, cp, dp, pp})
     if (group != nullptr && group->size() > 1) group->all_reduce(t, ReduceOp::sum);
   const double dp_size = dp != nullptr ? dp->size() : 1;
   const double per_layer = 1.0 / (static_cast<double>(micro_batches) * dp_size);

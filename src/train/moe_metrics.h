@@ -13,10 +13,11 @@
 
 namespace mt {
 
-// The stages' figures since their last reset_moe_stats(), reduced over the tp, dp and pp groups
+// The stages' figures since their last reset_moe_stats(), reduced over the tp, cp, dp and pp groups
 // (null: size 1); every rank of those groups must call it. Empty losses for a dense model.
 MoeIterationMetrics reduce_moe_metrics(const ModelConfig& c, const std::vector<const Stage*>& stages,
-                                       int64_t micro_batches, Communicator* tp, Communicator* dp, Communicator* pp);
+                                       int64_t micro_batches, Communicator* tp, Communicator* cp, Communicator* dp,
+                                       Communicator* pp);
 
 // " MoE: tokens per expert min 120 mean 128.0 max 140 (max/mean 1.09) | dropped 0.00% of routed choices |"
 std::string format_moe_line(const MoeIterationMetrics& m);

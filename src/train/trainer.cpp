@@ -103,9 +103,9 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   MT_CHECK(cp == 1 || !train.reset_attention_mask)
       << "--reset-attention-mask with --context-parallel-size " << cp
       << " is not supported: the document masks would have to follow the chunks (planned)";
-  MT_CHECK(cp == 1 || !l.model.moe.enabled())
-      << "--num-experts with --context-parallel-size " << cp << " is not supported yet (planned): the routers' "
-      << "auxiliary losses would see one rank's chunks only";
+  MT_CHECK(cp == 1 || !l.model.moe.router.sinkhorn)
+      << "--moe-router-load-balancing-type sinkhorn with --context-parallel-size " << cp
+      << " is not supported: its normalisation couples every token of the micro-batch (planned)";
   l.grid = train_grid_config(model, train, world_size);
   const TrainConfig t = finalized(train, ParallelGrid(l.grid), 0);
   l.pipeline = t.pipeline;
@@ -398,7 +398,8 @@ IterationStats Trainer::train_step() {
   st.logged_lr = scheduler_->current_lr();
   std::vector<const Stage*> stages;
   for (const auto& stage : chunks_) stages.push_back(stage.get());
-  st.moe = reduce_moe_metrics(model_config_, stages, num_microbatches, groups_.tp.get(), groups_.dp.get(),
+  st.moe = reduce_moe_metrics(model_config_, stages, num_microbatches, groups_.tp.get(), groups_.cp.get(),
+                              groups_.dp.get(),
                               groups_.pp.get());
   // Aux-loss-free balancing (Megatron does it in finalize_model_grads): every rank updates its
   // copies of the biases from the same global counts.

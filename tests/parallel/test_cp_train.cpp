@@ -3,7 +3,7 @@
 // (p2p ring, a2a, allgather) over the whole job, for a Llama-style model (GQA, RoPE at the
 // chunks' global positions) and a GPT-2-style one (learned positions, dropout keyed by global
 // positions); and, on 4 ranks, cp 2 composed with tp 2 + sp, with dp 2 under the distributed
-// optimizer, with an interleaved pipeline, and with full recomputation.
+// optimizer, with an interleaved pipeline, and with full recomputation; MoE layers under ep 2.
 #include "train_testing.h"
 
 namespace mt::test {
@@ -35,6 +35,30 @@ TEST(CpTrain, ComposesWithTensorDataAndPipelineParallelism) {
   interleaved.pipeline.pp = 2;
   interleaved.pipeline.virtual_stages_per_rank = 2;
   expect_same_curve(deep, 1, false, interleaved);
+}
+
+// MoE layers (4 experts, top-2, dropless) with experts over ep 2: the routers' load-balancing
+// counts are summed over the cp ranks' chunks (Megatron's tp_cp group) and each rank's z-loss
+// weighs 1/cp, so the losses are the whole sequence's; with seq_aux_loss and the aux-loss-free
+// expert bias, whose counts add up over cp as well.
+TEST(CpTrain, MoeLayersUnderExpertParallelismMatchSingleRank) {
+  if (world().size() > 4) GTEST_SKIP() << "ep 2 x cp 2 on 2 or 4 ranks";
+  ModelConfig m = with_cp(llama_style(), 2, CpCommType::p2p);
+  m.moe.num_experts = 4;
+  m.moe.router.topk = 2;
+  m.moe.ffn_hidden_size = 48;
+  m.moe.layer_freq = "1";
+  m.moe.expert_tensor_parallel_size = 1;
+  m.moe.expert_model_parallel_size = 2;
+  m.moe.dispatcher = MoeDispatcher::alltoall;
+  m.moe.aux_loss_coeff = 1e-2;
+  m.moe.z_loss_coeff = 1e-3;
+  expect_same_curve(m, 1, false);
+  m.moe.load_balancing = MoeLoadBalancing::seq_aux_loss;
+  m.moe.router.score_function = MoeScoreFunction::sigmoid;
+  m.moe.expert_bias = true;
+  m.moe.bias_update_rate = 1e-2f;
+  expect_same_curve(m, 1, false);
 }
 
 TEST(CpTrain, FullRecomputationMatchesSingleRank) {

@@ -49,17 +49,19 @@ namespace {
 bool has_shared_expert(const ModelConfig& c) { return c.moe.shared_expert_intermediate_size > 0; }
 
 // N of the load-balancing loss: the micro-batch's tokens (per sequence for seq_aux_loss), all
-// tensor-parallel shards together.
+// tensor-parallel shards and context-parallel chunks together.
 int64_t aux_loss_tokens(const LayerContext& ctx, const TensorView& counts) {
   const bool global = ctx.config->moe.load_balancing == MoeLoadBalancing::global_aux_loss;
-  return ctx.shape.rows() / counts.shape[0] * (global && ctx.dp ? ctx.dp->size() : 1);
+  return ctx.shape.rows() * ctx.cp.size() / counts.shape[0] * (global && ctx.dp ? ctx.dp->size() : 1);
 }
 
 // The load-balancing counts of this micro-batch: over its tokens on every tensor-parallel rank
-// (their sequence shards), and for global_aux_loss over the data-parallel ranks too, as the
-// running mean over the global batch's micro-batches so far (Megatron's global tokens tracker).
+// (their sequence shards) and context-parallel rank (their chunks: Megatron's tp_cp group), and
+// for global_aux_loss over the data-parallel ranks too, as the running mean over the global
+// batch's micro-batches so far (Megatron's global tokens tracker).
 void reduce_aux_counts(const LayerContext& ctx, const TensorView& counts, MoeHostMirror& host) {
   if (ctx.tp.sp()) ctx.tp.comm->all_reduce(counts, ReduceOp::sum);
+  if (ctx.cp.active()) ctx.cp.comm->all_reduce(counts, ReduceOp::sum);
   if (ctx.config->moe.load_balancing != MoeLoadBalancing::global_aux_loss) return;
   MT_CHECK(ctx.moe_stats != nullptr) << "global_aux_loss: the running counts live in the layer's MoeLayerStats";
   if (ctx.dp && ctx.dp->size() > 1) ctx.dp->all_reduce(counts, ReduceOp::sum);
@@ -80,7 +82,11 @@ void aux_loss_fwd(const LayerContext& ctx, const TensorView& loss, const TensorV
   moe_aux_loss_fwd(loss, scores, counts, aux_loss_tokens(ctx, counts), m.router.topk, m.aux_loss_coeff);
 }
 
-double z_loss_coeff(const LayerContext& ctx) { return ctx.config->moe.z_loss_coeff / ctx.tp.size(); }
+// Each tensor- and context-parallel rank's z-loss is the mean over its own tokens: their sum over
+// those ranks (the router's gradients are summed over both) is the whole micro-batch's mean.
+double z_loss_coeff(const LayerContext& ctx) {
+  return ctx.config->moe.z_loss_coeff / (ctx.tp.size() * ctx.cp.size());
+}
 
 // Sinkhorn's scores of this rank's tokens. The normalisation couples every token of the micro-batch,
 // so under sequence parallelism each rank gathers all shards' logits (f32 [N, E]: small), computes
