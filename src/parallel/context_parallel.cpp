@@ -355,6 +355,22 @@ void a2a_bwd(const ContextParallel& cp, const TensorView& dq, const TensorView& 
 
 }  // namespace
 
+void cp_gather_sequence(const ContextParallel& cp, const TensorView& whole, const TensorView& x, const TensorView& raw) {
+  const int64_t s = whole.dim(0), w = whole.numel() / s;
+  MT_CHECK(x.numel() * cp.size() == whole.numel() && raw.numel() >= whole.numel())
+      << "cp_gather_sequence: " << x.str() << " from " << cp.size() << " ranks does not make " << whole.str();
+  const TensorView ranked = raw.reshape({raw.numel()}).rows(0, whole.numel());
+  cp.comm->all_gather(ranked, x.reshape({x.numel()}));
+  ranked_to_global(whole.reshape({1, s, w}), ranked, cp.size());
+}
+
+void cp_take_rows(const ContextParallel& cp, const TensorView& x, const TensorView& whole) {
+  const int64_t sl = x.dim(0), w = x.numel() / sl, c = sl / 2, r = cp.rank();
+  const TensorView from = whole.reshape({1, whole.dim(0), w}), to = x.reshape({1, sl, w});
+  copy_row_block(to, 0, from, r * c, c);
+  copy_row_block(to, c, from, (2 * cp.size() - 1 - r) * c, c);
+}
+
 void check_cp_attention(CpCommType type, int cp, int64_t n, int64_t g, int64_t sl) {
   if (cp <= 1) return;
   MT_CHECK(sl % 2 == 0) << "context parallelism: " << sl << " local rows cannot hold two equal chunks; "

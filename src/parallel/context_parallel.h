@@ -50,6 +50,12 @@ size_t cp_attention_scratch_floats(CpCommType type, int cp, int64_t b, int64_t n
 // odd; a2a with heads or query groups not divisible by cp).
 void check_cp_attention(CpCommType type, int cp, int64_t n, int64_t g, int64_t sl);
 
+// Whole sequences from their chunks, for what couples every token (Sinkhorn routing): x [sl, w]
+// holds this rank's rows in [chunk r; chunk 2cp − 1 − r] order; whole [S, w] gets every rank's,
+// in sequence order (raw: S·w floats of scratch). cp_take_rows is the way back: this rank's rows.
+void cp_gather_sequence(const ContextParallel& cp, const TensorView& whole, const TensorView& x, const TensorView& raw);
+void cp_take_rows(const ContextParallel& cp, const TensorView& x, const TensorView& whole);
+
 // out, lse overwritten. options: scale, dropout and the head indexing as for the whole sequence;
 // its positions (q_rows, k_rows, seq_length) are set here.
 void cp_attention_fwd(const ContextParallel& cp, const TensorView& out, const TensorView& lse, const TensorView& q,

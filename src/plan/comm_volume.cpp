@@ -222,8 +222,12 @@ class ContextParallelTerms {
       case CpCommType::allgather: add(what, all_gather, 2, cp_ * kv_); break;
     }
   }
+  // Its load-balancing counts f32 [B, E] summed, or Sinkhorn's logits f32 [c·N, E] gathered.
   void moe_forward(const std::string& what) {
-    if (c_.moe.aux_loss()) add(what, all_reduce, 1, 4 * moe_aux_count_rows(c_, micro_batch_) * c_.moe.num_experts);
+    const int64_t E = c_.moe.num_experts;
+    if (c_.moe.aux_loss()) add(what, all_reduce, 1, 4 * moe_aux_count_rows(c_, micro_batch_) * E);
+    if (c_.moe.load_balancing == MoeLoadBalancing::sinkhorn)
+      add(what, all_gather, 1, 4 * cp_ * c_.local_seq_length() * micro_batch_ * E);
   }
   void backward(const std::string& what) {
     switch (type_) {

@@ -103,9 +103,6 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   MT_CHECK(cp == 1 || !train.reset_attention_mask)
       << "--reset-attention-mask with --context-parallel-size " << cp
       << " is not supported: the document masks would have to follow the chunks (planned)";
-  MT_CHECK(cp == 1 || !l.model.moe.router.sinkhorn)
-      << "--moe-router-load-balancing-type sinkhorn with --context-parallel-size " << cp
-      << " is not supported: its normalisation couples every token of the micro-batch (planned)";
   l.grid = train_grid_config(model, train, world_size);
   const TrainConfig t = finalized(train, ParallelGrid(l.grid), 0);
   l.pipeline = t.pipeline;

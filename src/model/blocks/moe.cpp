@@ -7,6 +7,7 @@
 #include "ops/linear.h"
 #include "ops/moe_experts.h"
 #include "ops/moe_router.h"
+#include "parallel/context_parallel.h"
 #include "parallel/mappings.h"
 
 namespace mt {
@@ -89,16 +90,28 @@ double z_loss_coeff(const LayerContext& ctx) {
 }
 
 // Sinkhorn's scores of this rank's tokens. The normalisation couples every token of the micro-batch,
-// so under sequence parallelism each rank gathers all shards' logits (f32 [N, E]: small), computes
-// the same scores and takes its rows.
+// so under sequence parallelism each rank gathers all shards' logits (f32 [N, E]: small), and under
+// context parallelism all chunks' (in sequence order, so the sums run as on one rank), computes the
+// same scores and takes its rows.
 TensorView sinkhorn_scores(const LayerContext& ctx, const TensorView& logits, const MoeScratch& sc) {
-  if (!ctx.tp.sp()) {
-    moe_sinkhorn_fwd(sc.sinkhorn_scores, logits);
-    return sc.sinkhorn_scores;
+  TensorView rows = logits;  // [N, E] once gathered over the sequence shards
+  if (ctx.tp.sp()) {
+    gather_from_sp_fwd(ctx.tp, sc.sinkhorn_logits, logits);
+    rows = sc.sinkhorn_logits;
   }
-  gather_from_sp_fwd(ctx.tp, sc.sinkhorn_logits, logits);
-  moe_sinkhorn_fwd(sc.sinkhorn_scores, sc.sinkhorn_logits);
-  return sc.sinkhorn_scores.rows(ctx.tp.first_row(sc.sinkhorn_scores.shape[0]), logits.shape[0]);
+  TensorView scores = sc.sinkhorn_scores;
+  if (ctx.cp.active()) {
+    const int64_t s = ctx.shape.s, E = rows.shape[1];
+    cp_gather_sequence(ctx.cp, sc.sinkhorn_whole.reshape({s * ctx.cp.size(), ctx.shape.b * E}),
+                       rows.reshape({s, ctx.shape.b * E}), sc.sinkhorn_raw);
+    moe_sinkhorn_fwd(sc.sinkhorn_scores, sc.sinkhorn_whole);
+    cp_take_rows(ctx.cp, sc.sinkhorn_mine.reshape({s, ctx.shape.b * E}),
+                 sc.sinkhorn_scores.reshape({s * ctx.cp.size(), ctx.shape.b * E}));
+    scores = sc.sinkhorn_mine;
+  } else {
+    moe_sinkhorn_fwd(scores, rows);
+  }
+  return ctx.tp.sp() ? scores.rows(ctx.tp.first_row(scores.shape[0]), logits.shape[0]) : scores;
 }
 
 // t's bytes into host memory at `host`.
@@ -167,8 +180,14 @@ MoeScratch alloc_moe_scratch_fwd(Arena& a, const ModelConfig& c, LayerShape shap
   sc.loss = a.alloc(DType::f32, {1});
   if (c.moe.aux_loss()) sc.aux_scores = a.alloc(DType::f32, {Nl, c.moe.num_experts});
   if (c.moe.router.sinkhorn) {
-    sc.sinkhorn_scores = a.alloc(DType::f32, {shape.rows(), c.moe.num_experts});
-    if (shape.sp > 1) sc.sinkhorn_logits = a.alloc(DType::f32, {shape.rows(), c.moe.num_experts});
+    const int64_t N = shape.rows(), E = c.moe.num_experts, cp = c.context_parallel_size;
+    sc.sinkhorn_scores = a.alloc(DType::f32, {cp * N, E});
+    if (shape.sp > 1) sc.sinkhorn_logits = a.alloc(DType::f32, {N, E});
+    if (cp > 1) {
+      sc.sinkhorn_raw = a.alloc(DType::f32, {cp * N, E});
+      sc.sinkhorn_whole = a.alloc(DType::f32, {cp * N, E});
+      sc.sinkhorn_mine = a.alloc(DType::f32, {N, E});
+    }
   }
   sc.dispatch =
       std::make_shared<ExpertDispatchScratch>(alloc_expert_dispatch_scratch(a, moe_dispatch_options(c, Nl), groups));

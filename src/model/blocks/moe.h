@@ -73,8 +73,13 @@ struct MoeScratch {
   TensorView shared_out;     // [Nl, h] forward: the shared expert's output; backward: its input gradient
   TensorView loss;           // [1] f32 one loss value
   TensorView aux_scores;     // [Nl, E] the load-balancing loss's scores (forward only: the backward remakes them)
-  TensorView sinkhorn_logits;  // [N, E] f32 every sequence shard's router logits (Sinkhorn under sp)
-  TensorView sinkhorn_scores;  // [N, E] f32 Sinkhorn's scores of the micro-batch (Sinkhorn only)
+  // Sinkhorn only, f32 (c: --context-parallel-size): the micro-batch's router logits, gathered over
+  // the sequence shards (sp) into [N, E] and over the context-parallel chunks (raw, then in
+  // sequence order) into [c·N, E], and Sinkhorn's scores of every token; under cp this rank's
+  // tokens' scores [N, E] are taken back out of them.
+  TensorView sinkhorn_logits;  // [N, E] under sp
+  TensorView sinkhorn_raw, sinkhorn_whole, sinkhorn_mine;  // [c·N, E] x2, [N, E] under cp
+  TensorView sinkhorn_scores;  // [c·N, E]
   std::shared_ptr<ExpertDispatchScratch> dispatch;
   std::shared_ptr<MoeHostMirror> host;  // shared: the scratch is passed const
   MlpScratch shared;
