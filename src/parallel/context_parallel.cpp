@@ -320,14 +320,20 @@ AttentionOptions head_block_options(const AttentionOptions& options, int rank, i
   return o;
 }
 
+// The inner attention's q, k, v (head block `rank`, every row) from this rank's.
+void inner_inputs(Communicator& comm, const TensorView& q, const TensorView& k, const TensorView& v,
+                  const HeadScratch& sc) {
+  seq_to_heads(comm, sc.qh, q, sc.send_for(q), sc.recv_for(q));
+  seq_to_heads(comm, sc.kh, k, sc.send_for(k), sc.recv_for(k));
+  seq_to_heads(comm, sc.vh, v, sc.send_for(v), sc.recv_for(v));
+}
+
 void a2a_fwd(const ContextParallel& cp, const TensorView& out, const TensorView& lse, const TensorView& q,
              const TensorView& k, const TensorView& v, const AttentionOptions& options, HeadScratch& sc) {
   Communicator& comm = *cp.comm;
   const int size = comm.size();
   const int64_t s = q.dim(2) * size;
-  seq_to_heads(comm, sc.qh, q, sc.send_for(q), sc.recv_for(q));
-  seq_to_heads(comm, sc.kh, k, sc.send_for(k), sc.recv_for(k));
-  seq_to_heads(comm, sc.vh, v, sc.send_for(v), sc.recv_for(v));
+  inner_inputs(comm, q, k, v, sc);
   attention_fwd(sc.oh, lse.reshape(sc.lse_shape()), sc.qh, sc.kh, sc.vh,
                 head_block_options(options, comm.rank(), size, q.dim(1), s));
   heads_to_rows(comm, out, sc.oh, sc.send_for(out), sc.recv_for(out));
@@ -340,9 +346,7 @@ void a2a_bwd(const ContextParallel& cp, const TensorView& dq, const TensorView& 
   const int size = comm.size();
   const int64_t s = q.dim(2) * size;
   // The forward's inner inputs and output again (nothing but this rank's tensors is kept).
-  seq_to_heads(comm, sc.qh, q, sc.send_for(q), sc.recv_for(q));
-  seq_to_heads(comm, sc.kh, k, sc.send_for(k), sc.recv_for(k));
-  seq_to_heads(comm, sc.vh, v, sc.send_for(v), sc.recv_for(v));
+  inner_inputs(comm, q, k, v, sc);
   rows_to_heads(comm, sc.oh, out, sc.send_for(out), sc.recv_for(out));
   rows_to_heads(comm, sc.doh, dout, sc.send_for(dout), sc.recv_for(dout));
   for (const TensorView* t : {&sc.dqh, &sc.dkh, &sc.dvh}) zero(*t);
