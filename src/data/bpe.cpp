@@ -50,10 +50,22 @@ const BpeMerges::Slot* BpeMerges::find(int32_t left, int32_t right) const {
 }
 
 void BpeMerges::encode_word(std::string_view word, std::vector<int32_t>& out, std::vector<int32_t>& sym) const {
-  if (word.size() > k_short_word) return encode_long_word(word, out);
   sym.resize(word.size());
   for (size_t i = 0; i < word.size(); ++i) sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
-  size_t n = word.size();
+  merge(sym);
+  out.insert(out.end(), sym.begin(), sym.end());
+}
+
+void BpeMerges::encode_long_word(std::string_view word, std::vector<int32_t>& out) const {
+  std::vector<int32_t> sym(word.size());
+  for (size_t i = 0; i < word.size(); ++i) sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+  merge_long(sym);
+  out.insert(out.end(), sym.begin(), sym.end());
+}
+
+void BpeMerges::merge(std::vector<int32_t>& sym) const {
+  if (sym.size() > k_short_word) return merge_long(sym);
+  size_t n = sym.size();
   while (n > 1) {
     uint32_t best_rank = std::numeric_limits<uint32_t>::max();
     const Slot* best = nullptr;
@@ -75,17 +87,16 @@ void BpeMerges::encode_word(std::string_view word, std::vector<int32_t>& out, st
     }
     n = w;
   }
-  out.insert(out.end(), sym.begin(), sym.begin() + static_cast<std::ptrdiff_t>(n));
+  sym.resize(n);
 }
 
-void BpeMerges::encode_long_word(std::string_view word, std::vector<int32_t>& out) const {
-  // Symbols form a linked list over the byte positions; a merged symbol keeps its left position,
-  // so positions stay in text order. The heap holds candidate pairs, checked when popped.
-  const size_t n = word.size();
-  std::vector<int32_t> sym(n);
+void BpeMerges::merge_long(std::vector<int32_t>& sym) const {
+  // Symbols form a linked list over the initial positions; a merged symbol keeps its left
+  // position, so positions stay in text order. The heap holds candidate pairs, checked when popped.
+  const size_t n = sym.size();
+  if (n == 0) return;
   std::vector<int64_t> prev(n), next(n);
   for (size_t i = 0; i < n; ++i) {
-    sym[i] = byte_ids_[static_cast<unsigned char>(word[i])];
     prev[i] = static_cast<int64_t>(i) - 1;
     next[i] = i + 1 < n ? static_cast<int64_t>(i + 1) : -1;
   }
@@ -132,7 +143,9 @@ void BpeMerges::encode_long_word(std::string_view word, std::vector<int32_t>& ou
       push(pos);
     }
   }
-  for (int64_t pos = 0; pos >= 0; pos = next[pos]) out.push_back(sym[pos]);
+  size_t w = 0;
+  for (int64_t pos = 0; pos >= 0; pos = next[pos]) sym[w++] = sym[pos];
+  sym.resize(w);
 }
 
 BpeCache::BpeCache(size_t max_entries) : max_entries_(std::bit_ceil(std::max<size_t>(max_entries, 16))) {

@@ -1,6 +1,7 @@
-// Owns byte-level BPE over token ids: the merge table (pair of ids -> rank and merged id), the
-// merge loop of OpenAI's GPT-2 encoder (take the lowest-ranked adjacent pair, merge all its
-// occurrences left to right, repeat) and a bounded cache of encoded words.
+// Owns BPE over token ids: the merge table (pair of ids -> rank and merged id), the merge loop of
+// OpenAI's GPT-2 encoder (take the lowest-ranked adjacent pair, merge all its occurrences left to
+// right, repeat; Hugging Face's queue of (rank, position) gives the same result) and a bounded cache
+// of encoded words.
 #pragma once
 
 #include <array>
@@ -17,18 +18,20 @@ class BpeMerges {
     int32_t left, right, merged;
     uint32_t rank;  // lower merges first
   };
-  // `byte_ids[b]`: the symbol of byte b. A pair listed twice keeps its last rank (Python's
-  // dict(zip(merges, range(len(merges))))).
+  // `byte_ids[b]`: the symbol of byte b (for encode_word; unused by merge). A pair listed twice
+  // keeps its last rank (Python's dict(zip(merges, range(len(merges))))).
   BpeMerges(const std::array<int32_t, 256>& byte_ids, const std::vector<Merge>& merges);
 
-  // Appends the symbols of `word` after all merges. `scratch` is reused between calls. Words up
-  // to k_short_word bytes rescan all pairs per merge (fast when short); longer ones use
-  // encode_long_word.
+  // Appends the symbols of `word` after all merges (merge below). `scratch` is reused between calls.
   void encode_word(std::string_view word, std::vector<int32_t>& out, std::vector<int32_t>& scratch) const;
   // The same result in O(n log n) with a heap of candidate pairs, so a megabyte without spaces
   // (a DNA line, a base64 blob) does not take quadratic time. Public for the tests.
   void encode_long_word(std::string_view word, std::vector<int32_t>& out) const;
-  static constexpr size_t k_short_word = 64;
+  static constexpr size_t k_short_word = 16;
+  // Merges `symbols` (any ids, e.g. characters of a SentencePiece-style vocabulary) in place. Up to
+  // k_short_word symbols rescan all pairs per merge (fast when short); more take the heap path of
+  // encode_long_word.
+  void merge(std::vector<int32_t>& symbols) const;
 
  private:
   struct Slot {
@@ -38,6 +41,7 @@ class BpeMerges {
   };
   static constexpr uint64_t k_empty = ~uint64_t{0};
   const Slot* find(int32_t left, int32_t right) const;
+  void merge_long(std::vector<int32_t>& symbols) const;
 
   std::array<int32_t, 256> byte_ids_;
   std::vector<Slot> slots_;  // open addressing, power-of-two size, at most half full

@@ -18,15 +18,6 @@ size_t contraction_length(std::string_view t, size_t pos) {
   return 0;
 }
 
-// End of the run of characters of class `cls` starting at `pos`.
-size_t run_end(std::string_view t, size_t pos, CharClass cls) {
-  while (pos < t.size()) {
-    const ClassStep step = class_at(t, pos);
-    if (step.cls != cls) break;
-    pos += step.length;
-  }
-  return pos;
-}
 
 }  // namespace
 
@@ -42,10 +33,10 @@ bool Gpt2PreTokenizer::next(std::string_view& piece) {
     if (t[start] == ' ' && start + 1 < t.size()) {
       // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+` with the optional space taken.
       const ClassStep second = class_at(t, start + 1);
-      if (second.cls != CharClass::space) end = run_end(t, start + 1, second.cls);
+      if (second.cls != CharClass::space) end = class_run_end(t, start + 1, second.cls);
     }
     if (end == 0 && first.cls != CharClass::space) {
-      end = run_end(t, start, first.cls);
+      end = class_run_end(t, start, first.cls);
     } else if (end == 0) {
       // `\s+(?!\S)` backs off one character when the run stops at a non-space, unless that
       // leaves nothing, in which case `\s+` takes the single character.

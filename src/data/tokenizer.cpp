@@ -3,10 +3,19 @@
 
 #include "base/error.h"
 #include "data/tokenizer_gpt2.h"
+#include "data/tokenizer_hf.h"
 #include "data/tokenizer_null.h"
 #include "data/tokenizer_sentencepiece.h"
 
 namespace mt {
+
+std::string Tokenizer::decode_continuation(std::span<const int32_t> prompt, std::span<const int32_t> generated) const {
+  std::vector<int32_t> all(prompt.begin(), prompt.end());
+  all.insert(all.end(), generated.begin(), generated.end());
+  const std::string head = decode(prompt), whole = decode(all);
+  if (whole.compare(0, head.size(), head) == 0) return whole.substr(head.size());
+  return decode(generated);
+}
 
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   const std::string& type = options.type;
@@ -22,9 +31,10 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
     return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::gpt, options.vocab_extra_ids);
   if (type == "Llama2Tokenizer")
     return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::llama2, options.vocab_extra_ids);
+  if (type == "HuggingFaceTokenizer") return std::make_unique<HuggingFaceTokenizer>(options.model);
   MT_FAIL() << "--tokenizer-type " << type
             << " is not supported; use NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, "
-               "GPTSentencePieceTokenizer or Llama2Tokenizer";
+               "GPTSentencePieceTokenizer, Llama2Tokenizer or HuggingFaceTokenizer";
 }
 
 }  // namespace mt

@@ -25,6 +25,10 @@ class Tokenizer {
     return out;
   }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // The text `generated` adds after `prompt`: decode(prompt + generated) past decode(prompt), so
+  // that a continuation keeps the leading space a SentencePiece-style decoder strips from a text's
+  // first token. decode(generated) when the prompt's text is not a prefix (a split character).
+  virtual std::string decode_continuation(std::span<const int32_t> prompt, std::span<const int32_t> generated) const;
   // What Megatron's tokenizer.vocab_size reports (before --make-vocab-size-divisible-by padding).
   virtual int64_t vocab_size() const = 0;
   virtual int64_t eod() const = 0;
@@ -45,7 +49,8 @@ struct TokenizerOptions {
 };
 
 // Types: NullTokenizer (--vocab-size), GPT2BPETokenizer (--vocab-file, --merge-file),
-// SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (--tokenizer-model).
+// SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (--tokenizer-model),
+// HuggingFaceTokenizer (--tokenizer-model: a directory with tokenizer.json).
 // Throws mt::Error naming the missing flag or unreadable file.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 

@@ -26,12 +26,7 @@ const std::array<uint32_t, 256>& gpt2_byte_to_unicode() {
   return table;
 }
 
-namespace {
-
-constexpr const char* k_type = "GPT2BPETokenizer";
-
-// A vocab/merges spelling (UTF-8 of byte-standing characters) -> the raw bytes, or false.
-bool unicode_to_bytes(std::string_view spelled, std::string& bytes) {
+bool gpt2_unicode_to_bytes(std::string_view spelled, std::string& bytes) {
   static const std::array<int16_t, 512> inverse = [] {
     std::array<int16_t, 512> t;
     t.fill(-1);
@@ -47,6 +42,10 @@ bool unicode_to_bytes(std::string_view spelled, std::string& bytes) {
   }
   return true;
 }
+
+namespace {
+
+constexpr const char* k_type = "GPT2BPETokenizer";
 
 uint64_t next_instance_id() {
   static std::atomic<uint64_t> counter{0};
@@ -77,7 +76,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_file, const std::str
     MT_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() < (int64_t{1} << 30))
         << "--vocab-file " << vocab_file << ": token " << token << " has id " << value.dump()
         << "; ids must be integers in [0, 2^30)";
-    MT_CHECK(unicode_to_bytes(token, bytes))
+    MT_CHECK(gpt2_unicode_to_bytes(token, bytes))
         << "--vocab-file " << vocab_file << ": token " << token
         << " is not spelled in GPT-2's byte-to-unicode alphabet; is this a byte-level BPE vocab?";
     const auto id = static_cast<int32_t>(value.get<int64_t>());
@@ -132,7 +131,7 @@ Gpt2BpeTokenizer::Gpt2BpeTokenizer(const std::string& vocab_file, const std::str
     MT_CHECK(parts.size() == 2) << "--merge-file " << merge_file << " line " << line_no
                                 << ": expected two tokens separated by a space, got '" << line << "'";
     Line parsed{"", "", line_no};
-    MT_CHECK(unicode_to_bytes(parts[0], parsed.left) && unicode_to_bytes(parts[1], parsed.right))
+    MT_CHECK(gpt2_unicode_to_bytes(parts[0], parsed.left) && gpt2_unicode_to_bytes(parts[1], parsed.right))
         << "--merge-file " << merge_file << " line " << line_no
         << ": not spelled in GPT-2's byte-to-unicode alphabet";
     lines.push_back(std::move(parsed));

@@ -41,5 +41,8 @@ class Gpt2BpeTokenizer : public Tokenizer {
 
 // GPT-2's bytes_to_unicode(): the printable character standing for each byte in vocab files.
 const std::array<uint32_t, 256>& gpt2_byte_to_unicode();
+// Its inverse on a whole spelling (vocab.json, merges, tokenizer.json's ByteLevel vocabularies):
+// the raw bytes, or false when a character stands for no byte.
+bool gpt2_unicode_to_bytes(std::string_view spelled, std::string& bytes);
 
 }  // namespace mt

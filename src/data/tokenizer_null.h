@@ -18,6 +18,10 @@ class NullTokenizer : public Tokenizer {
   void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   // {3, 1, 4} -> "3 1 4" (Megatron's ' '.join(str(x) for x in ids)).
   std::string decode(std::span<const int32_t> ids) const override;
+  // The generated ids alone: the text is ids, not prose, so no separating space leads it.
+  std::string decode_continuation(std::span<const int32_t>, std::span<const int32_t> generated) const override {
+    return decode(generated);
+  }
   int64_t vocab_size() const override { return vocab_size_; }
   int64_t eod() const override { return eod_; }
 

@@ -35,6 +35,9 @@ struct ClassStep {
 };
 inline ClassStep class_at(std::string_view text, size_t pos);
 
+// End of the run of units of class `cls` from `pos`, taking at most `limit` of them.
+inline size_t class_run_end(std::string_view text, size_t pos, CharClass cls, size_t limit = SIZE_MAX);
+
 // bytes.decode('utf-8', errors='replace'): every maximal ill-formed subpart becomes U+FFFD.
 std::string utf8_replace_invalid(std::string_view bytes);
 
@@ -50,6 +53,15 @@ inline ClassStep class_at(std::string_view text, size_t pos) {
   if (byte < 0x80) return {detail::k_ascii_class[byte], 1};
   const Utf8Step step = utf8_next(text, pos);
   return {step.valid ? char_class(step.code_point) : CharClass::other, step.length};
+}
+
+inline size_t class_run_end(std::string_view text, size_t pos, CharClass cls, size_t limit) {
+  for (size_t taken = 0; pos < text.size() && taken < limit; ++taken) {
+    const ClassStep step = class_at(text, pos);
+    if (step.cls != cls) break;
+    pos += step.length;
+  }
+  return pos;
 }
 
 }  // namespace mt
