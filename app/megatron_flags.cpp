@@ -260,7 +260,6 @@ const std::vector<Rule> kRules = {
     {"--tokenizer-*", {missing, kTokenizers, planned}},
     {"--no-tokenizer-*", {missing, kTokenizers, planned}},
     {"--disable-tokenizer-*", {missing, kTokenizers, planned}},
-    {"--tiktoken-*", {missing, "TikTokenizer", planned}},
     {"--use-gigatoken", {missing, kTokenizers, planned}},
     {"--null-tokenizer-pad-id", {missing, kTokenizers, planned}},
     {"--chat-template", {missing, "chat templates", planned}},
@@ -471,7 +470,6 @@ struct ValueRule {
   MegatronFlagStatus status;
 };
 const std::vector<ValueRule> kValueRules = {
-    {"--tokenizer-type", "TikTokenizer", {missing, "TikTokenizer", planned}},
     {"--tokenizer-type", "SFTTokenizer", {missing, "supervised fine-tuning on chat data", planned}},
     {"--tokenizer-type", "BertWordPieceLowerCase", {missing, kEncoders, out_of_scope}},
     {"--tokenizer-type", "BertWordPieceCase", {missing, kEncoders, out_of_scope}},

@@ -24,6 +24,9 @@ TokenizerOptions tokenizer_options(const Options& o) {
   if (o.has("--vocab-size")) t.vocab_size = o.integer("--vocab-size");
   if (o.has("--null-tokenizer-eod-id")) t.null_tokenizer_eod_id = o.integer("--null-tokenizer-eod-id");
   if (o.has("--vocab-extra-ids")) t.vocab_extra_ids = o.integer("--vocab-extra-ids");
+  if (o.has("--tiktoken-pattern")) t.tiktoken_pattern = o.text("--tiktoken-pattern");
+  if (o.has("--tiktoken-num-special-tokens")) t.tiktoken_num_special_tokens = o.integer("--tiktoken-num-special-tokens");
+  if (o.has("--tokenizer-special-tokens")) t.special_tokens = o.list("--tokenizer-special-tokens");
   return t;
 }
 
@@ -41,7 +44,10 @@ nlohmann::json tokenizer_record(const TokenizerOptions& t) {
                       {"vocab_file", absolute(t.vocab_file)},
                       {"merge_file", absolute(t.merge_file)},
                       {"model", absolute(t.model)},
-                      {"vocab_extra_ids", t.vocab_extra_ids}};
+                      {"vocab_extra_ids", t.vocab_extra_ids},
+                      {"tiktoken_pattern", t.tiktoken_pattern},
+                      {"tiktoken_num_special_tokens", t.tiktoken_num_special_tokens},
+                      {"special_tokens", t.special_tokens}};
   if (t.vocab_size) r["vocab_size"] = *t.vocab_size;
   if (t.null_tokenizer_eod_id) r["null_tokenizer_eod_id"] = *t.null_tokenizer_eod_id;
   return r;
@@ -57,6 +63,10 @@ TokenizerOptions tokenizer_options_from_record(const nlohmann::json& r, const st
     t.vocab_extra_ids = r.at("vocab_extra_ids").get<int64_t>();
     if (r.contains("vocab_size")) t.vocab_size = r.at("vocab_size").get<int64_t>();
     if (r.contains("null_tokenizer_eod_id")) t.null_tokenizer_eod_id = r.at("null_tokenizer_eod_id").get<int64_t>();
+    // Absent in checkpoints written before TikTokenizer: Megatron's defaults.
+    t.tiktoken_pattern = r.value("tiktoken_pattern", t.tiktoken_pattern);
+    t.tiktoken_num_special_tokens = r.value("tiktoken_num_special_tokens", t.tiktoken_num_special_tokens);
+    t.special_tokens = r.value("special_tokens", t.special_tokens);
   } catch (const nlohmann::json::exception& e) {
     MT_FAIL() << where << ": its tokenizer record is malformed: " << e.what();
   }

@@ -1,5 +1,6 @@
 // Owns the mapping from the tokenizer flags (--tokenizer-type, --vocab-file, --merge-file,
-// --tokenizer-model, --vocab-size, --null-tokenizer-eod-id, --vocab-extra-ids) to
+// --tokenizer-model, --vocab-size, --null-tokenizer-eod-id, --vocab-extra-ids, --tiktoken-pattern,
+// --tiktoken-num-special-tokens, --tokenizer-special-tokens) to
 // TokenizerOptions, shared by `train` and `preprocess`.
 #pragma once
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // The JavaScript side of the tokenizer throughput comparison (docs/performance.md): encodes a text
 // file, one document per line, with tokenizers.js reading <tokenizer dir>'s tokenizer.json and
-// with the npm package that ships the vocabulary (llama3-tokenizer-js or mistral-tokenizer-js),
-// one thread, and prints the median MB/s of --runs runs for each, as build/bench/tokenizer_throughput
-// does for megatron.cpp.
-//   node bench/tokenizer_js_throughput.js <node_modules dir> <tokenizer dir> <llama3|mistral> <corpus> [runs]
+// with the npm package that ships the vocabulary (llama3-tokenizer-js or mistral-tokenizer-js), or
+// (`tiktoken`, <tokenizer dir> then a Megatron .json vocabulary) with js-tiktoken laid out as
+// Megatron's TikTokenizer defaults (v2 pattern, 1000 special tokens, 131072 ids); one thread; prints
+// the median MB/s of [runs] runs for each, as build/bench/tokenizer_throughput does for megatron.cpp.
+//   node bench/tokenizer_js_throughput.js <node_modules dir> <tokenizer dir> <llama3|mistral|tiktoken> <corpus> [runs]
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -23,13 +24,27 @@ async function main() {
   const mb = Buffer.byteLength(text, 'utf-8') / 1e6;
   const { Tokenizer } = require(path.join(modules, '@huggingface/tokenizers/dist/tokenizers.cjs'));
   const read = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf-8'));
-  const encoders = {
-    'tokenizers.js': () => {
+  const encoders = {};
+  if (pkg !== 'tiktoken') {
+    encoders['tokenizers.js'] = () => {
       const tok = new Tokenizer(read('tokenizer.json'), read('tokenizer_config.json'));
       return (t) => tok.encode(t).ids.length;
-    },
-  };
-  if (pkg === 'llama3') {
+    };
+  }
+  if (pkg === 'tiktoken') {
+    const { Tiktoken } = require(path.join(modules, 'js-tiktoken/dist/lite.cjs'));
+    const v2 = '[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|' +
+      '[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|' +
+      '\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+';
+    const tokens = JSON.parse(fs.readFileSync(dir, 'utf-8')).slice(0, 131072 - 1000).map((e) => e.token_bytes);
+    const specials = {};
+    ['<unk>', '<s>', '</s>', '<mask>', '<pad>', '<cls>', '<sep>'].forEach((s, i) => { specials[s] = i; });
+    for (let i = 7; i < 1000; ++i) specials[`<SPECIAL_${i}>`] = i;
+    encoders['js-tiktoken'] = () => {
+      const enc = new Tiktoken({ pat_str: v2, special_tokens: specials, bpe_ranks: `! 1000 ${tokens.join(' ')}` });
+      return (t) => enc.encode(t, 'all').length;
+    };
+  } else if (pkg === 'llama3') {
     const { llama3Tokenizer } =
       require(path.join(modules, 'llama3-tokenizer-js/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs'));
     encoders['llama3-tokenizer-js'] = () => (t) => llama3Tokenizer.encode(t, { bos: true, eos: false }).length;

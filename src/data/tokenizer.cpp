@@ -6,6 +6,7 @@
 #include "data/tokenizer_hf.h"
 #include "data/tokenizer_null.h"
 #include "data/tokenizer_sentencepiece.h"
+#include "data/tokenizer_tiktoken.h"
 
 namespace mt {
 
@@ -32,9 +33,18 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   if (type == "Llama2Tokenizer")
     return std::make_unique<SentencePieceTokenizer>(options.model, SentencePieceFlavor::llama2, options.vocab_extra_ids);
   if (type == "HuggingFaceTokenizer") return std::make_unique<HuggingFaceTokenizer>(options.model);
+  if (type == "TikTokenizer") {
+    TikTokenOptions t;
+    t.path = options.model;
+    t.pattern = tiktoken_pattern(options.tiktoken_pattern);
+    t.num_special_tokens = options.tiktoken_num_special_tokens;
+    t.special_tokens = options.special_tokens;
+    if (options.vocab_size) t.vocab_size = *options.vocab_size;
+    return std::make_unique<TikTokenizer>(t);
+  }
   MT_FAIL() << "--tokenizer-type " << type
             << " is not supported; use NullTokenizer, GPT2BPETokenizer, SentencePieceTokenizer, "
-               "GPTSentencePieceTokenizer, Llama2Tokenizer or HuggingFaceTokenizer";
+               "GPTSentencePieceTokenizer, Llama2Tokenizer, HuggingFaceTokenizer or TikTokenizer";
 }
 
 }  // namespace mt

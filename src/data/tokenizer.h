@@ -46,11 +46,15 @@ struct TokenizerOptions {
   std::optional<int64_t> vocab_size;  // --vocab-size (NullTokenizer)
   std::optional<int64_t> null_tokenizer_eod_id;  // --null-tokenizer-eod-id (NullTokenizer)
   int64_t vocab_extra_ids = 0;  // --vocab-extra-ids (SentencePieceTokenizer)
+  std::string tiktoken_pattern = "v2";         // --tiktoken-pattern (TikTokenizer)
+  int64_t tiktoken_num_special_tokens = 1000;  // --tiktoken-num-special-tokens (TikTokenizer)
+  std::vector<std::string> special_tokens;     // --tokenizer-special-tokens (TikTokenizer)
 };
 
 // Types: NullTokenizer (--vocab-size), GPT2BPETokenizer (--vocab-file, --merge-file),
 // SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer (--tokenizer-model),
-// HuggingFaceTokenizer (--tokenizer-model: a directory with tokenizer.json).
+// HuggingFaceTokenizer (--tokenizer-model: a directory with tokenizer.json), TikTokenizer
+// (--tokenizer-model, --tiktoken-*, --tokenizer-special-tokens, --vocab-size).
 // Throws mt::Error naming the missing flag or unreadable file.
 std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 

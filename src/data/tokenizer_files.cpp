@@ -30,4 +30,30 @@ std::string read_tokenizer_file(const std::string& path, const char* flag, const
   return std::move(text).str();
 }
 
+bool decode_base64(std::string_view text, std::string& bytes) {
+  const auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  bytes.clear();
+  if (text.size() % 4 != 0) return false;
+  while (!text.empty() && text.back() == '=' && text.size() % 4 != 1) text.remove_suffix(1);
+  uint32_t bits = 0;
+  int count = 0;
+  for (const char c : text) {
+    const int v = value(c);
+    if (v < 0) return false;
+    bits = (bits << 6) | static_cast<uint32_t>(v);
+    if ((count += 6) >= 8) {
+      count -= 8;
+      bytes.push_back(static_cast<char>((bits >> count) & 0xFF));
+    }
+  }
+  return true;
+}
+
 }  // namespace mt

@@ -1,7 +1,7 @@
 // Owns Megatron's HuggingFaceTokenizer (--tokenizer-type HuggingFaceTokenizer --tokenizer-model DIR):
 // a Hugging Face `tokenizer.json` (with `tokenizer_config.json` beside it for the special tokens)
 // run as the tokenizers library runs it, for the BPE pipelines of today's models:
-//   - byte-level BPE: GPT-2's ByteLevel pre-tokenizer, or Llama 3's / Qwen2's Split regex followed
+//   - byte-level BPE: GPT-2's ByteLevel pre-tokenizer, or Llama 3's, Qwen2's or o200k's Split regex followed
 //     by ByteLevel (split_pretokenize.h); `ignore_merges` (a piece that is a token is not merged);
 //   - SentencePiece-style BPE (Llama 2, Mistral): Prepend / Replace normalizers or the Metaspace
 //     pre-tokenizer, characters as initial symbols, `byte_fallback` to <0xXX> tokens, `unk_token`

@@ -22,6 +22,14 @@ CharClass lookup_class(uint32_t cp) {
   return CharClass::other;
 }
 
+CaseClass lookup_case(uint32_t cp) {
+  if (in_ranges(k_mark_ranges, cp)) return CaseClass::mark;
+  if (!in_ranges(k_letter_ranges, cp)) return CaseClass::none;
+  if (in_ranges(k_upper_title_ranges, cp)) return CaseClass::upper;
+  if (in_ranges(k_lower_ranges, cp)) return CaseClass::lower;
+  return CaseClass::other_letter;
+}
+
 // The Basic Multilingual Plane as a flat table (64 KiB, built once): most text never leaves it.
 const std::array<CharClass, 0x10000>& bmp_classes() {
   static const auto table = [] {
@@ -58,6 +66,15 @@ const CharClass k_ascii_class[128] = {
 CharClass char_class(uint32_t code_point) {
   if (code_point < 0x10000) return bmp_classes()[code_point];
   return lookup_class(code_point);
+}
+
+CaseClass case_class(uint32_t code_point) {
+  static const auto bmp = [] {
+    std::array<CaseClass, 0x10000> t{};
+    for (uint32_t cp = 0; cp < 0x10000; ++cp) t[cp] = lookup_case(cp);
+    return t;
+  }();
+  return code_point < 0x10000 ? bmp[code_point] : lookup_case(code_point);
 }
 
 Utf8Step utf8_next(std::string_view text, size_t pos) {

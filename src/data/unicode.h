@@ -28,6 +28,12 @@ Utf8Step utf8_next(std::string_view text, size_t pos);
 
 CharClass char_class(uint32_t code_point);
 
+// The finer split o200k's and Megatron's tiktoken v2 regexes make: upper = \p{Lu} or \p{Lt},
+// lower = \p{Ll}, other_letter = \p{Lm} or \p{Lo}, mark = \p{M}. Their [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+// is "not lower" among these, [\p{Ll}\p{Lm}\p{Lo}\p{M}] is "not upper".
+enum class CaseClass : uint8_t { none, upper, lower, other_letter, mark };
+CaseClass case_class(uint32_t code_point);
+
 // The class of the unit at `pos` (ill-formed bytes are `other`) and its length in bytes.
 struct ClassStep {
   CharClass cls;

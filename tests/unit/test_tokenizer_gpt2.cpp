@@ -48,24 +48,12 @@ const Gpt2BpeTokenizer* gpt2() {
 
 // The reference ids for `texts`, from node; fails the test (and returns empty) when it cannot run.
 std::vector<std::vector<int32_t>> reference_ids(const std::vector<std::string>& texts) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    ADD_FAILURE() << "node is not on PATH" << k_install_hint;
-    return {};
-  }
   if (!std::ifstream(k_package + "/Encoder.js").good()) {
     ADD_FAILURE() << "npm package gpt-3-encoder missing at " << k_package << k_install_hint;
     return {};
   }
-  TempDir dir;
-  const std::string in = dir.write("in.json", nlohmann::json(texts).dump());
-  const std::string out = dir.file("out.json"), log = dir.file("node.log");
-  const std::string command = "node '" + std::string(MT_SOURCE_DIR) + "/tools/tokenizer/gpt2_reference.js' '" +
-                              k_package + "' '" + in + "' '" + out + "' > '" + log + "' 2>&1";
-  if (std::system(command.c_str()) != 0) {
-    ADD_FAILURE() << "the JS reference failed: " << command << "\n" << read_all(log);
-    return {};
-  }
-  return nlohmann::json::parse(read_all(out)).get<std::vector<std::vector<int32_t>>>();
+  const auto j = test::run_node_reference("gpt2_reference.js", {k_package}, texts, k_install_hint);
+  return j.is_null() ? std::vector<std::vector<int32_t>>{} : j.get<std::vector<std::vector<int32_t>>>();
 }
 
 void expect_matches_reference(const Gpt2BpeTokenizer& tok, const std::vector<std::string>& texts) {

@@ -50,24 +50,11 @@ struct Reference {
   std::vector<std::string> texts;  // decoded (tokenizers.js only)
 };
 
-// Runs hf_reference.js; fails the test (and returns empty) when it cannot run.
+// Runs hf_reference.js; empty after a test failure when it cannot run.
 Reference reference(const std::string& encoder, const std::string& name, const std::vector<std::string>& texts) {
-  if (std::system("node --version > /dev/null 2>&1") != 0) {
-    ADD_FAILURE() << "node is not on PATH" << k_install_hint;
-    return {};
-  }
-  TempDir dir;
-  const std::string in = dir.write("in.json", nlohmann::json(texts).dump());
-  const std::string out = dir.file("out.json"), log = dir.file("node.log");
-  const std::string command = "node '" + std::string(MT_SOURCE_DIR) + "/tools/tokenizer/hf_reference.js' '" + k_npm +
-                              "/node_modules' " + encoder + " '" + dir_of(name) + "' '" + in + "' '" + out + "' > '" +
-                              log + "' 2>&1";
-  if (std::system(command.c_str()) != 0) {
-    ADD_FAILURE() << "the JS reference failed: " << command << "\n" << read_all(log) << k_install_hint;
-    return {};
-  }
-  const auto j = nlohmann::json::parse(read_all(out));
+  const auto j = test::run_node_reference("hf_reference.js", {k_npm + "/node_modules", encoder, dir_of(name)}, texts, k_install_hint);
   Reference r;
+  if (j.is_null()) return r;
   r.ids = j.at("ids").get<std::vector<std::vector<int32_t>>>();
   if (j.contains("texts")) r.texts = j["texts"].get<std::vector<std::string>>();
   return r;

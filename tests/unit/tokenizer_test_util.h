@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "testing.h"
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -102,6 +105,27 @@ inline std::vector<std::string> random_texts(size_t count, uint32_t seed) {
     out.push_back(std::move(text));
   }
   return out;
+}
+
+// Runs `node tools/tokenizer/<script> <args...> <in.json> <out.json>` with `texts` as in.json and
+// returns out.json parsed, or null after a test failure naming what is missing (`hint`).
+inline nlohmann::json run_node_reference(const std::string& script, const std::vector<std::string>& args,
+                                         const std::vector<std::string>& texts, const std::string& hint) {
+  if (std::system("node --version > /dev/null 2>&1") != 0) {
+    ADD_FAILURE() << "node is not on PATH" << hint;
+    return nullptr;
+  }
+  TempDir dir;
+  const std::string in = dir.write("in.json", nlohmann::json(texts).dump());
+  const std::string out = dir.file("out.json"), log = dir.file("node.log");
+  std::string command = "node '" + std::string(MT_SOURCE_DIR) + "/tools/tokenizer/" + script + "'";
+  for (const std::string& a : args) command += " '" + a + "'";
+  command += " '" + in + "' '" + out + "' > '" + log + "' 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    ADD_FAILURE() << "the JS reference failed: " << command << "\n" << read_all(log) << hint;
+    return nullptr;
+  }
+  return nlohmann::json::parse(read_all(out));
 }
 
 }  // namespace mt::test
