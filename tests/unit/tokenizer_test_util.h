@@ -107,16 +107,17 @@ inline std::vector<std::string> random_texts(size_t count, uint32_t seed) {
   return out;
 }
 
-// Runs `node tools/tokenizer/<script> <args...> <in.json> <out.json>` with `texts` as in.json and
-// returns out.json parsed, or null after a test failure naming what is missing (`hint`).
+// Runs `node tools/tokenizer/<script> <args...> <in.json> <out.json>` with `input` (the texts, or
+// the cases) as in.json and returns out.json parsed, or null after a test failure naming what is
+// missing (`hint`).
 inline nlohmann::json run_node_reference(const std::string& script, const std::vector<std::string>& args,
-                                         const std::vector<std::string>& texts, const std::string& hint) {
+                                         const nlohmann::ordered_json& input, const std::string& hint) {
   if (std::system("node --version > /dev/null 2>&1") != 0) {
     ADD_FAILURE() << "node is not on PATH" << hint;
     return nullptr;
   }
   TempDir dir;
-  const std::string in = dir.write("in.json", nlohmann::json(texts).dump());
+  const std::string in = dir.write("in.json", input.dump());
   const std::string out = dir.file("out.json"), log = dir.file("node.log");
   std::string command = "node '" + std::string(MT_SOURCE_DIR) + "/tools/tokenizer/" + script + "'";
   for (const std::string& a : args) command += " '" + a + "'";
