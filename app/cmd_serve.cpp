@@ -1,9 +1,12 @@
-// `megatron serve`: Megatron's text generation server (PUT /api) and OpenAI-style completions
-// over a checkpoint's model. Rank 0 listens and runs the generation loop; under mpirun the other
+// `megatron serve`: Megatron's text generation server (PUT /api) and OpenAI-style completions and
+// chat completions over a checkpoint's model. Rank 0 listens and runs the generation loop; under mpirun the other
 // ranks are its tensor-parallel group and follow its broadcasts. SIGTERM (or SIGINT) drains: new
 // requests get 503, those admitted finish, then every rank exits 0. The work is in serve/.
 #include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -47,6 +50,14 @@ int cmd_serve(const std::vector<std::string>& args, Communicator* world) {
   server_options.limits.max_prompts = o.integer("--max-prompts-per-request");
   server_options.limits.max_top_logprobs = o.integer("--max-top-logprobs");
   server_options.model_name = o.text("--served-model-name");
+  if (o.has("--chat-template")) {  // a file's text, or the template itself
+    const std::string value = o.text("--chat-template");
+    std::ifstream file(value, std::ios::binary);
+    std::ostringstream text;
+    if (file && std::filesystem::is_regular_file(value)) text << file.rdbuf();
+    server_options.chat_template = file && std::filesystem::is_regular_file(value) ? text.str() : value;
+    MT_CHECK(!server_options.chat_template.empty()) << "--chat-template is empty";
+  }
   MT_CHECK(o.integer("--port") >= 0 && o.integer("--port") <= 65535) << "--port " << o.integer("--port") << " is not a port";
   for (const char* name : {"--max-request-bytes", "--max-prompts-per-request", "--max-concurrent-requests"})
     MT_CHECK(o.integer(name) >= 1) << name << " must be at least 1, got " << o.integer(name);
@@ -65,7 +76,8 @@ int cmd_serve(const std::vector<std::string>& args, Communicator* world) {
   HttpServer server(service, server_options);
   const int port = server.start();
   std::fprintf(stderr,
-               "serve: listening on http://%s:%d (PUT /api, POST /v1/completions, GET /health); %lld sequences of up "
+               "serve: listening on http://%s:%d (PUT /api, POST /v1/completions, POST /v1/chat/completions, GET "
+               "/health); %lld sequences of up "
                "to %lld tokens at once\n",
                server_options.host.c_str(), port, static_cast<long long>(setup->engine->options().slots),
                static_cast<long long>(setup->engine->max_sequence_length()));

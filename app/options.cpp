@@ -228,6 +228,7 @@ const std::vector<OptionSpec> kTable = {
     {"--max-concurrent-requests", T::integer, "64", "requests admitted at once, waiting or running (more: 429)", "", "serve"},
     {"--max-top-logprobs", T::integer, "20", "largest OpenAI logprobs = n", "", "serve"},
     {"--served-model-name", T::text, "megatron", "the model's name in OpenAI responses and /v1/models", "", "serve"},
+    {"--chat-template", T::text, "", "Jinja chat template for /v1/chat/completions: the text, or a file holding it (default: the one in the tokenizer's tokenizer_config.json)", "", "serve"},
     // megatron plan (also takes every train option).
     {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
     {"--json", T::flag, "", "print the plan as one JSON object (a ranks list with each rank's bytes)", "", "plan"},

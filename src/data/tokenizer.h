@@ -25,6 +25,11 @@ class Tokenizer {
     return out;
   }
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  // Without the special tokens a post-processor adds around every text (add_special_tokens=False),
+  // for text that already spells them, such as a rendered chat template. Most tokenizers add none.
+  virtual void encode_without_specials(std::string_view text, std::vector<int32_t>& out) const { encode_into(text, out); }
+  // The chat template the tokenizer files carry (Jinja), or empty.
+  virtual std::string chat_template() const { return {}; }
   // The text `generated` adds after `prompt`: decode(prompt + generated) past decode(prompt), so
   // that a continuation keeps the leading space a SentencePiece-style decoder strips from a text's
   // first token. decode(generated) when the prompt's text is not a prefix (a split character).

@@ -658,7 +658,7 @@ int64_t HuggingFaceTokenizer::vocab_size() const { return impl_->vocab_size; }
 int64_t HuggingFaceTokenizer::eod() const { return *impl_->eos; }
 std::optional<int64_t> HuggingFaceTokenizer::bos() const { return impl_->bos; }
 std::optional<int64_t> HuggingFaceTokenizer::pad() const { return impl_->pad; }
-const std::string& HuggingFaceTokenizer::chat_template() const { return impl_->chat_template; }
+std::string HuggingFaceTokenizer::chat_template() const { return impl_->chat_template; }
 
 const std::string& HuggingFaceTokenizer::token(int32_t id) const {
   MT_CHECK(id >= 0 && static_cast<size_t>(id) < impl_->defined.size() && impl_->defined[static_cast<size_t>(id)])

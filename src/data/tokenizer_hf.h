@@ -34,7 +34,7 @@ class HuggingFaceTokenizer : public Tokenizer {
   void encode_into(std::string_view text, std::vector<int32_t>& out) const override;
   // Without the post-processor's special tokens (add_special_tokens=False): for chat prompts,
   // whose template writes them itself.
-  void encode_without_specials(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_without_specials(std::string_view text, std::vector<int32_t>& out) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   int64_t vocab_size() const override;
   int64_t eod() const override;
@@ -44,7 +44,7 @@ class HuggingFaceTokenizer : public Tokenizer {
   // The token's spelling in tokenizer.json; for tests and messages.
   const std::string& token(int32_t id) const;
   // tokenizer_config.json's chat_template, empty when it has none.
-  const std::string& chat_template() const;
+  std::string chat_template() const override;
 
   struct Impl;
 

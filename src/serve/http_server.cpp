@@ -10,6 +10,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "serve/chat_prompt.h"
 #include "serve/responses.h"
 
 namespace mt {
@@ -55,7 +56,7 @@ struct Admission {
 
 Admission admit(GenerationService& service, CompletionRequest request) {
   Admission a;
-  const std::string field = request.api == RequestApi::megatron ? "prompts" : "prompt";
+  const std::string field = request.api == RequestApi::megatron ? "prompts" : request.api == RequestApi::chat ? "messages" : "prompt";
   // One seed per request; its prompts draw from their own streams (their indices), as generate's do.
   if (!request.seeded) request.sampling.seed = std::random_device{}() * 0x100000000ULL + std::random_device{}();
   std::vector<JobSequence> sequences;
@@ -115,20 +116,29 @@ struct Stream {
   int64_t created = 0;
   uint64_t seen = 0;
   bool started = false;
+  bool started_chat = false;  // a chat stream has sent its first delta (the role)
   std::vector<size_t> text_sent, tokens_sent;
   std::vector<bool> finished;
 };
 
+// One event of a stream: a completion's text, or a chat's delta (its first also names the role).
 json chunk(const Stream& s, size_t index, const std::string& text, json logprobs, const std::string& finish_reason) {
+  const bool chat = s.admission.request.api == RequestApi::chat;
+  json choice = {{"index", index}};
+  if (chat) {
+    choice["delta"] = json::object();
+    if (!s.started_chat) choice["delta"]["role"] = "assistant";
+    if (!text.empty() || !s.started_chat) choice["delta"]["content"] = text;
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = std::move(logprobs);
+  choice["finish_reason"] = finish_reason.empty() ? json(nullptr) : json(finish_reason);
   return {{"id", s.id},
-          {"object", "text_completion"},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
           {"created", s.created},
           {"model", s.model},
-          {"choices",
-           json::array({{{"index", index},
-                         {"text", text},
-                         {"logprobs", std::move(logprobs)},
-                         {"finish_reason", finish_reason.empty() ? json(nullptr) : json(finish_reason)}}})}};
+          {"choices", json::array({std::move(choice)})}};
 }
 
 bool write_event(httplib::DataSink& sink, const std::string& data) {
@@ -143,6 +153,10 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
   const std::vector<PromptRun>& prompts = s.admission.prompts;
   if (!s.started) {
     s.started = true;
+    if (request.api == RequestApi::chat) {
+      if (!write_event(sink, dump_json(chunk(s, 0, "", nullptr, "")))) return false;
+      s.started_chat = true;
+    }
     if (request.echo)
       for (size_t i = 0; i < prompts.size(); ++i)
         if (!write_event(sink, dump_json(chunk(s, i, prompts[i].text, nullptr, "")))) return false;
@@ -167,7 +181,10 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
     if (settled <= s.text_sent[i] && c.finish_reason.empty()) continue;
     const std::string delta = settled > s.text_sent[i] ? c.text.substr(s.text_sent[i], settled - s.text_sent[i]) : "";
     json logprobs = nullptr;
-    if (request.log_probs) {
+    if (request.log_probs && request.api == RequestApi::chat) {
+      logprobs = chat_logprobs(service, request, results[i], s.tokens_sent[i], c.tokens.size());
+      s.tokens_sent[i] = c.tokens.size();
+    } else if (request.log_probs) {
       const size_t lead = request.echo ? prompts[i].text.size() : 0;
       logprobs = openai_logprobs(service, request, prompts[i], results[i], s.tokens_sent[i], c.tokens.size(),
                                  s.tokens_sent[i] == 0 ? 0 : lead + s.text_sent[i]);
@@ -178,6 +195,12 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
     if (!write_event(sink, dump_json(chunk(s, i, delta, std::move(logprobs), c.finish_reason)))) return false;
   }
   if (std::all_of(s.finished.begin(), s.finished.end(), [](bool f) { return f; })) {
+    if (request.include_usage) {  // chat: a last chunk without choices carries the usage
+      json usage = chunk(s, 0, "", nullptr, "");
+      usage["choices"] = json::array();
+      usage["usage"] = usage_json(static_cast<int64_t>(prompts[0].tokens.size()), static_cast<int64_t>(results[0].tokens.size()));
+      if (!write_event(sink, dump_json(usage))) return false;
+    }
     if (!write_event(sink, "[DONE]")) return false;
     sink.done();
   }
@@ -187,7 +210,10 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
 }  // namespace
 
 HttpServer::HttpServer(GenerationService& service, const ServerOptions& options)
-    : service_(service), options_(options), server_(std::make_unique<Listener>()) {
+    : service_(service),
+      options_(options),
+      server_(std::make_unique<Listener>()),
+      chat_(std::make_unique<ChatPrompt>(service, options.chat_template)) {
   // A worker per admitted request and a few for the quick answers (health, refusals).
   const size_t threads = static_cast<size_t>(options_.max_concurrent) + 4;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -242,15 +268,19 @@ void HttpServer::route() {
     const Admission a = admit(service_, std::move(request));
     send_json(res, 200, megatron_response(service_, a.request, a.prompts, wait_for(*a.job)));
   });
-  const auto completions = guarded([this](const httplib::Request& req, httplib::Response& res) {
-    CompletionRequest request = parse_openai_request(parse_body(req), options_.limits);
-    const std::string id = "cmpl-" + std::to_string(next_id_++);
+  // OpenAI's completions and chat completions: answered whole, or streamed as server-sent events.
+  const auto openai = [this](CompletionRequest request, httplib::Response& res) {
+    const bool chat = request.api == RequestApi::chat;
+    const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
     const std::string model = request.model.empty() ? options_.model_name : request.model;
     auto stream = std::make_shared<Stream>();
     stream->admission = admit(service_, std::move(request));
     if (!stream->admission.request.stream) {
       const Admission& a = stream->admission;
-      send_json(res, 200, openai_response(service_, a.request, a.prompts, wait_for(*a.job), id, unix_seconds(), model));
+      const std::vector<GenerationResult> results = wait_for(*a.job);
+      send_json(res, 200,
+                chat ? chat_response(service_, a.request, a.prompts[0], results[0], id, unix_seconds(), model)
+                     : openai_response(service_, a.request, a.prompts, results, id, unix_seconds(), model));
       return;
     }
     const size_t n = stream->admission.prompts.size();
@@ -269,6 +299,18 @@ void HttpServer::route() {
           if (!success) service_.cancel(stream->admission.job);  // the client left: free its slots
           --open_streams_;
         });
+  };
+  const auto completions = guarded([this, openai](const httplib::Request& req, httplib::Response& res) {
+    openai(parse_openai_request(parse_body(req), options_.limits), res);
+  });
+  const auto chat = guarded([this, openai](const httplib::Request& req, httplib::Response& res) {
+    const json body = parse_body(req);
+    // The messages again, in the client's key order (json sorts keys; a template may print them).
+    const auto ordered = nlohmann::ordered_json::parse(req.body);
+    const auto messages = ordered.is_object() && ordered.contains("messages") ? ordered["messages"] : nlohmann::ordered_json();
+    CompletionRequest request = parse_chat_request(body, messages, options_.limits);
+    request.prompt_ids = {chat_->tokens(request.messages)};
+    openai(std::move(request), res);
   });
   const auto health = [this](const httplib::Request&, httplib::Response& res) {
     if (service_.draining())
@@ -295,7 +337,8 @@ void HttpServer::route() {
     httplib::Server::Handler handler;
   };
   const std::vector<Route> routes = {{"/api", "PUT", megatron_api},          {"/v1/completions", "POST", completions},
-                                     {"/completions", "POST", completions}, {"/health", "GET", health},
+                                     {"/completions", "POST", completions}, {"/v1/chat/completions", "POST", chat},
+                                     {"/chat/completions", "POST", chat},   {"/health", "GET", health},
                                      {"/v1/models", "GET", models}};
   for (const Route& r : routes) {
     const auto handler = [&](const std::string& method) { return method == r.method ? r.handler : not_allowed(r.method); };

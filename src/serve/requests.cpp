@@ -60,6 +60,46 @@ void refuse_unless_off(const json& body, const char* name, const json& off, cons
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
+// The sampling fields OpenAI's completions and chat completions share.
+void read_openai_sampling(const json& body, CompletionRequest& r) {
+  // temperature 0 is greedy; top_p 1 keeps every token (off); top_k 0 is no limit.
+  r.sampling.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0, "temperature must be a number in [0, 2]"));
+  const double top_p = number(body, "top_p", 1.0, 0.0, 1.0, "top_p must be a number in (0, 1]");
+  if (top_p <= 0.0) refuse("top_p", "top_p must be a number in (0, 1]");
+  r.sampling.top_k = integer(body, "top_k", 0, 0, 1000, "top_k must be an integer in [0, 1000] (0: no limit)");
+  r.sampling.top_p = top_p < 1.0 ? static_cast<float>(top_p) : 0.0f;
+  if (r.sampling.temperature == 0.0f) {
+    r.sampling.top_k = 1;
+    r.sampling.top_p = 0.0f;
+  }
+  if (r.sampling.top_k >= 1 && r.sampling.top_p > 0.0f)
+    refuse("top_p", "top_k and top_p cannot both be set (as in Megatron): pass one of them");
+  integer(body, "n", 1, 1, 1, "n: only 1 completion per prompt is supported");
+  r.stream = boolean(body, "stream", false, "stream must be a boolean");
+  if (given(body, "stop")) {
+    const json& stop = body.at("stop");
+    const std::string message = "stop must be a non-empty string or a list of at most 4 non-empty strings";
+    if (stop.is_string()) {
+      r.stop.push_back(stop.get<std::string>());
+    } else if (stop.is_array() && stop.size() <= 4 && std::all_of(stop.begin(), stop.end(), [](const json& s) { return s.is_string(); })) {
+      for (const json& s : stop) r.stop.push_back(s.get<std::string>());
+    } else {
+      refuse("stop", message);
+    }
+    for (const std::string& s : r.stop)
+      if (s.empty()) refuse("stop", message);
+  }
+  if (given(body, "seed")) {
+    r.sampling.seed = static_cast<uint64_t>(integer(body, "seed", 0, std::numeric_limits<int64_t>::min(), kMaxInt, "seed must be an integer"));
+    r.seeded = true;
+  }
+  refuse_unless_off(body, "presence_penalty", 0, "presence_penalty");
+  refuse_unless_off(body, "frequency_penalty", 0, "frequency_penalty");
+  if (given(body, "logit_bias") && !(body.at("logit_bias").is_object() && body.at("logit_bias").empty()))
+    refuse("logit_bias", "logit_bias is not supported");
+  if (given(body, "user") && !body.at("user").is_string()) refuse("user", "user must be a string");
+}
+
 }  // namespace
 
 CompletionRequest parse_megatron_request(const json& body, const RequestLimits& limits, int64_t vocab_size) {
@@ -165,50 +205,77 @@ CompletionRequest parse_openai_request(const json& body, const RequestLimits& li
     if (p.empty()) refuse("prompt", "a prompt is empty");
 
   r.tokens_to_generate = integer(body, "max_tokens", 16, 0, kMaxInt, "max_tokens must be an integer >= 0");
-  // temperature 0 is greedy; top_p 1 keeps every token (off); top_k 0 is no limit.
-  r.sampling.temperature = static_cast<float>(number(body, "temperature", 1.0, 0.0, 2.0, "temperature must be a number in [0, 2]"));
-  const double top_p = number(body, "top_p", 1.0, 0.0, 1.0, "top_p must be a number in (0, 1]");
-  if (top_p <= 0.0) refuse("top_p", "top_p must be a number in (0, 1]");
-  r.sampling.top_k = integer(body, "top_k", 0, 0, 1000, "top_k must be an integer in [0, 1000] (0: no limit)");
-  r.sampling.top_p = top_p < 1.0 ? static_cast<float>(top_p) : 0.0f;
-  if (r.sampling.temperature == 0.0f) {
-    r.sampling.top_k = 1;
-    r.sampling.top_p = 0.0f;
-  }
-  if (r.sampling.top_k >= 1 && r.sampling.top_p > 0.0f)
-    refuse("top_p", "top_k and top_p cannot both be set (as in Megatron): pass one of them");
-  integer(body, "n", 1, 1, 1, "n: only 1 completion per prompt is supported");
+  read_openai_sampling(body, r);
   integer(body, "best_of", 1, 1, 1, "best_of: only 1 is supported");
-  r.stream = boolean(body, "stream", false, "stream must be a boolean");
   if (given(body, "logprobs")) {
     r.log_probs = true;
     r.top_logprobs = integer(body, "logprobs", 0, 0, limits.max_top_logprobs,
                              "logprobs must be an integer in [0, " + std::to_string(limits.max_top_logprobs) + "]");
   }
   r.echo = boolean(body, "echo", false, "echo must be a boolean");
-  if (given(body, "stop")) {
-    const json& stop = body.at("stop");
-    const std::string message = "stop must be a non-empty string or a list of at most 4 non-empty strings";
-    if (stop.is_string()) {
-      r.stop.push_back(stop.get<std::string>());
-    } else if (stop.is_array() && stop.size() <= 4 && std::all_of(stop.begin(), stop.end(), [](const json& s) { return s.is_string(); })) {
-      for (const json& s : stop) r.stop.push_back(s.get<std::string>());
-    } else {
-      refuse("stop", message);
-    }
-    for (const std::string& s : r.stop)
-      if (s.empty()) refuse("stop", message);
-  }
-  if (given(body, "seed")) {
-    r.sampling.seed = static_cast<uint64_t>(integer(body, "seed", 0, std::numeric_limits<int64_t>::min(), kMaxInt, "seed must be an integer"));
-    r.seeded = true;
-  }
-  refuse_unless_off(body, "presence_penalty", 0, "presence_penalty");
-  refuse_unless_off(body, "frequency_penalty", 0, "frequency_penalty");
-  if (given(body, "logit_bias") && !(body.at("logit_bias").is_object() && body.at("logit_bias").empty()))
-    refuse("logit_bias", "logit_bias is not supported");
-  if (given(body, "user") && !body.at("user").is_string()) refuse("user", "user must be a string");
   refuse_unless_off(body, "suffix", nullptr, "suffix (insertion)");
+  return r;
+}
+
+CompletionRequest parse_chat_request(const json& body, const nlohmann::ordered_json& messages, const RequestLimits& limits) {
+  refuse_unknown_fields(body, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k",
+                               "n", "stream", "stream_options", "logprobs", "top_logprobs", "stop", "seed",
+                               "presence_penalty", "frequency_penalty", "logit_bias", "user", "tools", "tool_choice",
+                               "parallel_tool_calls", "response_format", "ignore_eos", "add_BOS"});
+  CompletionRequest r;
+  r.api = RequestApi::chat;
+  if (given(body, "model")) {
+    if (!body.at("model").is_string()) refuse("model", "model must be a string");
+    r.model = body.at("model").get<std::string>();
+  }
+  // messages: [{"role": "system" | "user" | "assistant" | ..., "content": text or [text parts]}, ...]
+  if (!messages.is_array() || messages.empty()) refuse("messages", "messages must be a non-empty list of {role, content}");
+  r.messages = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      refuse("messages", at + " must be an object with a string \"role\"");
+    nlohmann::ordered_json message = m;
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty())
+      refuse("messages", at + ": tool_calls (function calling) are not supported");
+    const auto content = m.contains("content") ? m["content"] : nlohmann::ordered_json();
+    if (content.is_array()) {  // content parts: text only, joined
+      std::string text;
+      for (const auto& part : content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          refuse("messages", at + ": only {\"type\": \"text\", \"text\": ...} content parts are supported");
+        text += part["text"].get<std::string>();
+      }
+      message["content"] = text;
+    } else if (content.is_null()) {
+      message["content"] = "";
+    } else if (!content.is_string()) {
+      refuse("messages", at + ": content must be a string or a list of text parts");
+    }
+    r.messages.push_back(std::move(message));
+  }
+  const int64_t max_tokens = integer(body, "max_tokens", 16, 0, kMaxInt, "max_tokens must be an integer >= 0");
+  r.tokens_to_generate = integer(body, "max_completion_tokens", max_tokens, 0, kMaxInt, "max_completion_tokens must be an integer >= 0");
+  read_openai_sampling(body, r);
+  r.log_probs = boolean(body, "logprobs", false, "logprobs must be a boolean (top_logprobs says how many alternatives)");
+  r.top_logprobs = integer(body, "top_logprobs", 0, 0, limits.max_top_logprobs,
+                           "top_logprobs must be an integer in [0, " + std::to_string(limits.max_top_logprobs) + "]");
+  if (r.top_logprobs > 0 && !r.log_probs) refuse("top_logprobs", "top_logprobs needs logprobs: true");
+  if (given(body, "stream_options")) {
+    const json& o = body.at("stream_options");
+    if (!o.is_object()) refuse("stream_options", "stream_options must be an object");
+    r.include_usage = boolean(o, "include_usage", false, "stream_options.include_usage must be a boolean");
+  }
+  if (given(body, "tools") && !(body.at("tools").is_array() && body.at("tools").empty()))
+    refuse("tools", "tools (function calling) are not supported");
+  if (given(body, "tool_choice") && body.at("tool_choice") != "none" && body.at("tool_choice") != "auto")
+    refuse("tool_choice", "tool_choice: function calling is not supported");
+  boolean(body, "parallel_tool_calls", true, "parallel_tool_calls must be a boolean");
+  if (given(body, "response_format") && body.at("response_format") != json{{"type", "text"}})
+    refuse("response_format", "response_format: only {\"type\": \"text\"} is supported");
+  refuse_unless_off(body, "ignore_eos", false, "ignore_eos");
+  r.add_bos = boolean(body, "add_BOS", false, "add_BOS must be a boolean");
   return r;
 }
 

@@ -1,6 +1,7 @@
 // Owns reading the bodies of the server's generation requests into one CompletionRequest:
 // Megatron's PUT /api (megatron/inference/text_generation_server.py: its fields, defaults and
-// checks, with its messages) and OpenAI's completions (POST /v1/completions). Every field is
+// checks, with its messages), OpenAI's completions (POST /v1/completions) and chat completions
+// (POST /v1/chat/completions, as Megatron's dynamic server reads them). Every field is
 // checked for type and range; an unknown field, or one whose feature the engine lacks, is refused.
 // A refusal is a RequestError: the HTTP status and the field it names.
 #pragma once
@@ -30,7 +31,7 @@ struct RequestLimits {
   int64_t max_top_logprobs = 20;  // OpenAI's logprobs = n
 };
 
-enum class RequestApi { megatron, openai };
+enum class RequestApi { megatron, openai, chat };
 
 struct CompletionRequest {
   RequestApi api = RequestApi::megatron;
@@ -49,6 +50,8 @@ struct CompletionRequest {
   std::vector<std::string> stop;      // strings that end a generation; the text is cut before them
   std::vector<std::string> stop_keep; // strings that end a generation, kept in the text (stop_on_eol)
   std::string model;                  // OpenAI: echoed back
+  nlohmann::ordered_json messages;    // chat: the conversation, in the order the client wrote it
+  bool include_usage = false;         // chat, streamed: a last chunk with the usage
 
   size_t prompt_count() const { return prompt_ids.empty() ? prompt_texts.size() : prompt_ids.size(); }
 };
@@ -57,5 +60,11 @@ struct CompletionRequest {
 CompletionRequest parse_megatron_request(const nlohmann::json& body, const RequestLimits& limits, int64_t vocab_size);
 // The body of POST /v1/completions.
 CompletionRequest parse_openai_request(const nlohmann::json& body, const RequestLimits& limits);
+// The body of POST /v1/chat/completions; `messages` is its "messages" read in order (key order
+// matters to a template that prints a message as JSON). Each message has a role and a content
+// (a string, or a list of {"type": "text", "text"} parts); prompt_ids stay empty: the chat
+// template makes them (serve/chat_prompt.h).
+CompletionRequest parse_chat_request(const nlohmann::json& body, const nlohmann::ordered_json& messages,
+                                     const RequestLimits& limits);
 
 }  // namespace mt

@@ -15,7 +15,8 @@ json error_json(int status, const std::string& field, const std::string& message
            {{"message", message},
             {"type", status >= 500 ? "server_error" : "invalid_request_error"},
             {"param", field.empty() ? json(nullptr) : json(field)},
-            {"code", status}}}};
+            {"code", status}}},
+          {"message", message}};  // where Megatron's tools/text_generation_cli.py reads it
 }
 
 std::string cut_at_stop(const std::string& text, const std::vector<std::string>& stop, bool* cut) {
@@ -50,11 +51,16 @@ size_t settled_length(const std::string& text, const std::vector<std::string>& s
 
 json megatron_response(const GenerationService& service, const CompletionRequest& request,
                        const std::vector<PromptRun>& prompts, const std::vector<GenerationResult>& results) {
-  json text = json::array(), segments = json::array(), logprobs = json::array();
+  json text = json::array(), segments = json::array(), logprobs = json::array(), tokens = json::array();
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<int32_t> sequence = prompts[i].tokens;
     sequence.insert(sequence.end(), results[i].tokens.begin(), results[i].tokens.end());
-    text.push_back(service.decode(sequence));
+    // As Megatron's: the prompt as sent, then what the generation adds to its text (a BOS the
+    // tokenizer put in front is not text the client wrote).
+    const std::string whole = service.decode(sequence), head = service.decode(prompts[i].tokens);
+    text.push_back(prompts[i].text + (whole.compare(0, head.size(), head) == 0 ? whole.substr(head.size())
+                                                                                 : service.decode(results[i].tokens)));
+    tokens.push_back(sequence);
     json pieces = json::array();
     for (const int32_t t : sequence) pieces.push_back(service.decode(std::span<const int32_t>(&t, 1)));
     segments.push_back(std::move(pieces));
@@ -62,7 +68,10 @@ json megatron_response(const GenerationService& service, const CompletionRequest
     lp.insert(lp.end(), results[i].log_probs.begin(), results[i].log_probs.end());
     logprobs.push_back(lp);
   }
-  return {{"text", text}, {"segments", segments}, {"logprobs", request.log_probs ? logprobs : json(nullptr)}};
+  return {{"text", text},
+          {"tokens", tokens},
+          {"segments", segments},
+          {"logprobs", request.log_probs ? logprobs : json(nullptr)}};
 }
 
 OpenAiChoice openai_choice(const GenerationService& service, const CompletionRequest& request,
@@ -132,10 +141,48 @@ json openai_response(const GenerationService& service, const CompletionRequest& 
           {"created", created},
           {"model", model},
           {"choices", choices},
-          {"usage",
-           {{"prompt_tokens", prompt_tokens},
-            {"completion_tokens", completion_tokens},
-            {"total_tokens", prompt_tokens + completion_tokens}}}};
+          {"usage", usage_json(prompt_tokens, completion_tokens)}};
+}
+
+json usage_json(int64_t prompt_tokens, int64_t completion_tokens) {
+  return {{"prompt_tokens", prompt_tokens},
+          {"completion_tokens", completion_tokens},
+          {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json chat_logprobs(const GenerationService& service, const CompletionRequest& request, const GenerationResult& result,
+                   size_t from, size_t to) {
+  const auto entry = [&](int32_t token, float logprob) {
+    const std::string piece = service.decode(std::span<const int32_t>(&token, 1));
+    json bytes = json::array();
+    for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+    return json{{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
+  };
+  json content = json::array();
+  for (size_t i = from; i < to && i < result.log_probs.size(); ++i) {
+    json e = entry(result.tokens[i], result.log_probs[i]);
+    json top = json::array();
+    if (request.top_logprobs > 0 && i < result.top_log_probs.size())
+      for (const auto& [token, lp] : result.top_log_probs[i]) top.push_back(entry(token, lp));
+    e["top_logprobs"] = std::move(top);
+    content.push_back(std::move(e));
+  }
+  return {{"content", content}};
+}
+
+json chat_response(const GenerationService& service, const CompletionRequest& request, const PromptRun& prompt,
+                   const GenerationResult& result, const std::string& id, int64_t created, const std::string& model) {
+  const OpenAiChoice c = openai_choice(service, request, result);
+  json choice = {{"index", 0},
+                 {"message", {{"role", "assistant"}, {"content", c.text}}},
+                 {"logprobs", request.log_probs ? chat_logprobs(service, request, result, 0, c.tokens.size()) : json(nullptr)},
+                 {"finish_reason", c.finish_reason}};
+  return {{"id", id},
+          {"object", "chat.completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({std::move(choice)})},
+          {"usage", usage_json(static_cast<int64_t>(prompt.tokens.size()), static_cast<int64_t>(result.tokens.size()))}};
 }
 
 }  // namespace mt

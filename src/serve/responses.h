@@ -19,7 +19,8 @@ class GenerationService;
 
 // JSON as the server sends it: bytes that are not UTF-8 (a token may end mid-character) become U+FFFD.
 std::string dump_json(const nlohmann::json& j);
-// {"error": {"message", "type", "param", "code"}} (OpenAI's shape, used by every endpoint).
+// {"error": {"message", "type", "param", "code"}, "message"} (OpenAI's shape, used by every
+// endpoint, and the message again at the top, where Megatron's text_generation_cli.py reads it).
 nlohmann::json error_json(int status, const std::string& field, const std::string& message);
 
 // `text` cut before the first occurrence of any stop string; `cut` says whether one occurred.
@@ -35,8 +36,9 @@ struct PromptRun {
   std::vector<int32_t> tokens;  // as fed to the model (with a BOS when add_BOS)
 };
 
-// The response of PUT /api: {"text", "segments", "logprobs"}, each a list over the prompts; the
-// text and segments hold the prompt and the generation (Megatron's detokenized sequences).
+// The response of PUT /api: {"text", "tokens", "segments", "logprobs"}, each a list over the
+// prompts, as Megatron's: the text is the prompt as sent and the generation's text after it, the
+// tokens and segments hold the prompt's ids (with a BOS when add_BOS) and the generated ones.
 nlohmann::json megatron_response(const GenerationService& service, const CompletionRequest& request,
                                  const std::vector<PromptRun>& prompts, const std::vector<GenerationResult>& results);
 
@@ -54,6 +56,19 @@ OpenAiChoice openai_choice(const GenerationService& service, const CompletionReq
 nlohmann::json openai_logprobs(const GenerationService& service, const CompletionRequest& request,
                                const PromptRun& prompt, const GenerationResult& result, size_t from, size_t to,
                                size_t offset);
+
+// The logprobs of a chat choice for generated tokens [from, to): {"content": [{"token", "logprob",
+// "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}.
+nlohmann::json chat_logprobs(const GenerationService& service, const CompletionRequest& request,
+                             const GenerationResult& result, size_t from, size_t to);
+
+// The response of POST /v1/chat/completions (chat.completion): one choice, the assistant's message.
+nlohmann::json chat_response(const GenerationService& service, const CompletionRequest& request, const PromptRun& prompt,
+                             const GenerationResult& result, const std::string& id, int64_t created,
+                             const std::string& model);
+
+// The usage object: prompt, completion and total tokens.
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens);
 
 // The response of POST /v1/completions (text_completion).
 nlohmann::json openai_response(const GenerationService& service, const CompletionRequest& request,

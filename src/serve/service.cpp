@@ -73,9 +73,12 @@ GenerationService::GenerationService(Generator& generator, const Tokenizer& toke
     : generator_(generator), tokenizer_(tokenizer), group_(group && group->size() > 1 ? group : nullptr),
       max_jobs_(max_jobs) {}
 
-std::vector<int32_t> GenerationService::encode(std::string_view text) const {
+std::vector<int32_t> GenerationService::encode(std::string_view text, bool with_specials) const {
   std::lock_guard<std::mutex> lock(tokenizer_mutex_);
-  return tokenizer_.encode(text);
+  std::vector<int32_t> ids;
+  if (with_specials) tokenizer_.encode_into(text, ids);
+  else tokenizer_.encode_without_specials(text, ids);
+  return ids;
 }
 
 std::string GenerationService::decode(std::span<const int32_t> ids) const {

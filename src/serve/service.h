@@ -69,7 +69,7 @@ class GenerationService {
   // Its ids and sizes; text goes through encode and decode, which any thread may call (they are
   // serialized: not every tokenizer is thread-safe).
   const Tokenizer& tokenizer() const { return tokenizer_; }
-  std::vector<int32_t> encode(std::string_view text) const;
+  std::vector<int32_t> encode(std::string_view text, bool with_specials = true) const;
   std::string decode(std::span<const int32_t> ids) const;
   int64_t active_jobs() const;
   int64_t cancelled_jobs() const;  // ended by cancel() before they finished

@@ -23,6 +23,7 @@
 #include "data/tokenizer_null.h"
 #include "infer/engine.h"
 #include "infer/generate.h"
+#include "serve/chat_prompt.h"
 #include "serve/http_server.h"
 #include "testing.h"
 
@@ -155,8 +156,9 @@ TEST(ServeHttp, MegatronApiAnswersAsTheGeneratorAlone) {
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     std::vector<int32_t> sequence = kPrompts[i];
     sequence.insert(sequence.end(), expected[i].tokens.begin(), expected[i].tokens.end());
-    // Megatron's text and segments hold the prompt and the generation.
+    // Megatron's text, tokens and segments hold the prompt and the generation.
     EXPECT_EQ(text_ids(body.at("text")[i]), sequence) << i;
+    EXPECT_EQ(body.at("tokens")[i].get<std::vector<int32_t>>(), sequence) << i;
     ASSERT_EQ(body.at("segments")[i].size(), sequence.size());
     EXPECT_EQ(body.at("segments")[i].back(), std::to_string(sequence.back()));
     const std::vector<float> logprobs = body.at("logprobs")[i].get<std::vector<float>>();
@@ -277,6 +279,107 @@ TEST(ServeHttp, StreamedCompletionParsesAsEventsAndAddsUpToTheWholeAnswer) {
   }
 }
 
+// A chat template for the NullTokenizer: the messages' ids, one after the other.
+constexpr const char* kIdsTemplate = "{% for m in messages %}{{ m.content }} {% endfor %}";
+
+TEST(ServeHttp, ChatCompletionIsTheTemplatedPromptsGeneration) {
+  ServerOptions o;
+  o.chat_template = kIdsTemplate;
+  Server server(o);
+  auto c = server.client();
+  const json request = {{"messages", {{{"role", "system"}, {"content", ids_text({3, 14})}},
+                                      {{"role", "user"}, {"content", {{{"type", "text"}, {"text", ids_text({15, 92, 65})}}}}}}},
+                        {"max_completion_tokens", 6}, {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2},
+                        {"model", "mine"}};
+  for (const char* path : {"/v1/chat/completions", "/chat/completions"}) {
+    const json body = body_of(c.Post(path, request.dump(), "application/json"));
+    EXPECT_EQ(body.at("object"), "chat.completion");
+    EXPECT_EQ(body.at("model"), "mine");
+    EXPECT_EQ(body.at("id").get<std::string>().rfind("chatcmpl-", 0), 0u);
+    EXPECT_TRUE(body.at("created").is_number_integer());
+    const auto expected = reference({kPrompts[0]}, 6, SamplingParams{1.0f, 1, 0.0f, 0})[0];
+    std::vector<int32_t> tokens = expected.tokens;
+    if (expected.finish_reason == "eod") tokens.pop_back();
+    const json& choice = body.at("choices").at(0);
+    EXPECT_EQ(choice.at("message").at("role"), "assistant");
+    EXPECT_EQ(text_ids(choice.at("message").at("content")), tokens);
+    EXPECT_EQ(choice.at("finish_reason"), expected.finish_reason == "length" ? "length" : "stop");
+    const json& content = choice.at("logprobs").at("content");
+    ASSERT_EQ(content.size(), tokens.size());
+    EXPECT_EQ(content[0].at("top_logprobs").size(), 2u);
+    EXPECT_FLOAT_EQ(content[0].at("logprob").get<float>(), content[0].at("top_logprobs")[0].at("logprob").get<float>());
+    EXPECT_EQ(body.at("usage").at("prompt_tokens"), 5);
+    EXPECT_EQ(body.at("usage").at("completion_tokens"), static_cast<int64_t>(expected.tokens.size()));
+  }
+}
+
+TEST(ServeHttp, StreamedChatAddsUpToTheWholeAnswerAndEndsWithTheUsage) {
+  ServerOptions o;
+  o.chat_template = kIdsTemplate;
+  Server server(o);
+  auto c = server.client();
+  json request = {{"messages", {{{"role", "user"}, {"content", ids_text(kPrompts[2])}}}},
+                  {"max_tokens", 10}, {"temperature", 0.7}, {"seed", 4}};
+  const json whole = body_of(c.Post("/v1/chat/completions", request.dump(), "application/json"));
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  const auto r = c.Post("/v1/chat/completions", request.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  const std::vector<std::string> events = sse_events(r->body);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const json first = json::parse(events[0]);
+  EXPECT_EQ(first.at("object"), "chat.completion.chunk");
+  EXPECT_EQ(first.at("choices")[0].at("delta").at("role"), "assistant");
+  std::string text;
+  int finishes = 0;
+  for (size_t e = 0; e + 2 < events.size(); ++e) {
+    const json choice = json::parse(events[e]).at("choices").at(0);
+    EXPECT_EQ(finishes, 0) << "a delta after the finish";
+    if (choice.at("delta").contains("content")) text += choice.at("delta").at("content").get<std::string>();
+    if (!choice.at("finish_reason").is_null()) {
+      ++finishes;
+      EXPECT_EQ(choice.at("finish_reason"), whole.at("choices")[0].at("finish_reason"));
+    }
+  }
+  EXPECT_EQ(finishes, 1);
+  EXPECT_EQ(text, whole.at("choices")[0].at("message").at("content"));
+  const json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage.at("choices").empty());
+  EXPECT_EQ(usage.at("usage"), whole.at("usage"));
+}
+
+TEST(ServeHttp, AChatTemplatesExceptionIsA400WithItsMessage) {
+  ServerOptions o;
+  o.chat_template = "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}1";
+  Server server(o);
+  const auto r = server.client().Post(
+      "/v1/chat/completions", json{{"messages", {{{"role", "system"}, {"content", "2"}}}}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_NE(r->body.find("System role not supported"), std::string::npos) << r->body;
+}
+
+// A NullTokenizer with a BOS (5): the chat prompt drops the template's leading BOS, as Megatron's
+// chat endpoint does, unless the request asks for add_BOS.
+class NullWithBos : public NullTokenizer {
+ public:
+  NullWithBos() : NullTokenizer(kVocab) {}
+  std::optional<int64_t> bos() const override { return 5; }
+};
+
+TEST(ServeChat, LeadingBosIsDroppedAndAddBosPutsOneBack) {
+  NullWithBos tokenizer;
+  auto engine = tiny_engine(2);
+  Generator generator(*engine, kVocab - 1);
+  GenerationService service(generator, tokenizer, nullptr, 8);
+  const ChatPrompt prompt(service, "{{ bos_token }} {{ bos_token }} {% for m in messages %}{{ m.content }} {% endfor %}");
+  const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "7 8"}}};
+  EXPECT_EQ(prompt.tokens(messages), (std::vector<int32_t>{7, 8}));
+  EXPECT_THROW(ChatPrompt(service, "").tokens(messages), RequestError);  // no template anywhere
+}
+
 TEST(ServeHttp, LogprobsCoverTheTextAStopStringLeaves) {
   Server server;
   const auto greedy = reference({kPrompts[2]}, 8, SamplingParams{1.0f, 1, 0.0f, 0})[0].tokens;
@@ -376,7 +479,16 @@ TEST(ServeHttp, BadRequestsGetTheirStatusAndAJsonErrorNamingTheField) {
       {"a token count that would overflow", "PUT", "/api",
        R"({"prompts": ["1 2 3"], "tokens_to_generate": 9223372036854775807})", 400, "prompts"},
       {"oversized body", "POST", "/v1/completions", "{\"prompt\": \"" + std::string(5000, '1') + "\"}", 413, ""},
-      {"unknown endpoint", "POST", "/v1/chat/completions", "{}", 404, ""},
+      {"unknown endpoint", "POST", "/v1/embeddings", "{}", 404, ""},
+      {"chat without messages", "POST", "/v1/chat/completions", "{}", 400, "messages"},
+      {"chat without a template", "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "1"}]})", 400, "messages"},
+      {"chat with tools", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "1"}], "tools": [{"type": "function"}]})", 400, "tools"},
+      {"chat with an image", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})", 400, "messages"},
+      {"chat top_logprobs without logprobs", "POST", "/v1/chat/completions",
+       R"({"messages": [{"role": "user", "content": "1"}], "top_logprobs": 2})", 400, "top_logprobs"},
+      {"chat ignoring EOS", "POST", "/v1/chat/completions", R"({"messages": [{"role": "user", "content": "1"}], "ignore_eos": true})", 400, "ignore_eos"},
       {"wrong method", "GET", "/api", "", 405, ""},
       {"wrong method for completions", "PUT", "/v1/completions", "{}", 405, ""},
   };
@@ -391,6 +503,7 @@ TEST(ServeHttp, BadRequestsGetTheirStatusAndAJsonErrorNamingTheField) {
     const json body = body_of(r);
     ASSERT_TRUE(body.contains("error")) << r->body;
     EXPECT_FALSE(body.at("error").at("message").get<std::string>().empty());
+    EXPECT_EQ(body.at("message"), body.at("error").at("message"));  // Megatron's CLI reads it there
     EXPECT_EQ(body.at("error").at("code"), b.status);
     if (*b.param)
       EXPECT_EQ(body.at("error").at("param"), b.param) << r->body;

@@ -2,7 +2,8 @@
 // megatron/inference/text_generation_server.py (its defaults, its checks in its order, its exact
 // messages); OpenAI's POST /v1/completions against OpenAI's documented fields and defaults; the
 // streamed text's hold-back (a tail that may begin a stop string, an unfinished UTF-8 character);
-// JSON that replaces bad UTF-8 instead of throwing; the error body's shape.
+// OpenAI's POST /v1/chat/completions (fields, defaults, content parts, key order, refusals); JSON
+// that replaces bad UTF-8 instead of throwing; the error body's shape.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,6 +49,11 @@ CompletionRequest megatron(const std::string& body, RequestLimits limits = {}) {
 
 CompletionRequest openai(const std::string& body, RequestLimits limits = {}) {
   return parse_openai_request(json::parse(body), limits);
+}
+CompletionRequest chat(const std::string& body, RequestLimits limits = {}) {
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  return parse_chat_request(json::parse(body), ordered.contains("messages") ? ordered["messages"] : nlohmann::ordered_json(),
+                            limits);
 }
 
 // {"prompts": ["p", "p", ...]} with n prompts.
@@ -417,6 +423,66 @@ TEST(ServeOpenAiRequest, LimitsComeFromTheServer) {
 
 // ---- The text a client sees ----
 
+// ---- OpenAI's POST /v1/chat/completions ----
+
+TEST(ServeChatRequest, DefaultsAndEveryField) {
+  const CompletionRequest d = chat(R"({"messages": [{"role": "user", "content": "Hi"}]})");
+  EXPECT_EQ(d.api, RequestApi::chat);
+  EXPECT_EQ(d.tokens_to_generate, 16);
+  EXPECT_FALSE(d.log_probs || d.stream || d.include_usage || d.add_bos);
+  EXPECT_TRUE(d.prompt_texts.empty() && d.prompt_ids.empty());  // the chat template makes the prompt
+  const CompletionRequest r = chat(R"({
+      "model": "m", "messages": [{"role": "system", "content": "S"}, {"content": [{"type": "text", "text": "a"},
+      {"type": "text", "text": "b"}], "role": "user"}, {"role": "assistant", "content": null}],
+      "max_tokens": 3, "max_completion_tokens": 7, "temperature": 0, "n": 1, "stream": true,
+      "stream_options": {"include_usage": true}, "logprobs": true, "top_logprobs": 4, "stop": ["x"], "seed": 9,
+      "presence_penalty": 0, "frequency_penalty": 0, "logit_bias": {}, "user": "u", "tools": [], "tool_choice": "none",
+      "parallel_tool_calls": false, "response_format": {"type": "text"}, "ignore_eos": false, "add_BOS": true})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.tokens_to_generate, 7);  // max_completion_tokens over max_tokens
+  EXPECT_EQ(r.sampling.top_k, 1);      // temperature 0: greedy
+  EXPECT_TRUE(r.stream && r.include_usage && r.log_probs && r.seeded && r.add_bos);
+  EXPECT_EQ(r.top_logprobs, 4);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x"}));
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[1]["content"], "ab");  // text parts joined
+  EXPECT_EQ(r.messages[1].begin().key(), "content");  // the client's key order, for templates that print JSON
+  EXPECT_EQ(r.messages[2]["content"], "");
+}
+
+TEST(ServeChatRequest, BadBodiesAreRefused) {
+  const std::string list = "messages must be a non-empty list of {role, content}";
+  const std::vector<Refusal> cases = {
+      {R"({})", "messages", list},
+      {R"({"messages": []})", "messages", list},
+      {R"({"messages": "hi"})", "messages", list},
+      {R"({"messages": [{"content": "x"}]})", "messages", "messages[0] must be an object with a string \"role\""},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages", "messages[0]: content must be a string or a list of text parts"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages",
+       "messages[0]: only {\"type\": \"text\", \"text\": ...} content parts are supported"},
+      {R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]}]})", "messages",
+       "messages[0]: tool_calls (function calling) are not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools",
+       "tools (function calling) are not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice",
+       "tool_choice: function calling is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format",
+       "response_format: only {\"type\": \"text\"} is supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
+       "logprobs must be a boolean (top_logprobs says how many alternatives)"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs", "top_logprobs needs logprobs: true"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})", "top_logprobs",
+       "top_logprobs must be an integer in [0, 20]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "ignore_eos": true})", "ignore_eos", "ignore_eos: ignore_eos is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "stream_options": 1})", "stream_options", "stream_options must be an object"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "functions": []})", "functions", "unknown field \"functions\""},
+  };
+  for (const Refusal& c : cases) {
+    SCOPED_TRACE(c.body);
+    expect_refused([&] { chat(c.body); }, c.field, c.message);
+  }
+}
+
 TEST(ServeText, CutAtStopCutsBeforeTheFirstStop) {
   bool cut = false;
   EXPECT_EQ(cut_at_stop("hello world", {"wor"}, &cut), "hello ");
@@ -497,19 +563,19 @@ TEST(ServeText, DumpJsonReplacesBadUtf8) {
   EXPECT_EQ(dump_json(json{{"text", {"a", "b"}}, {"n", 1}}), R"({"n":1,"text":["a","b"]})");
 }
 
-TEST(ServeText, ErrorJsonHasOpenAisShape) {
+TEST(ServeText, ErrorJsonHasOpenAisShapeAndMegatronsMessage) {
   EXPECT_EQ(error_json(400, "prompts", "prompts is empty"),
             json::parse(R"({"error": {"message": "prompts is empty", "type": "invalid_request_error",
-                                      "param": "prompts", "code": 400}})"));
+                                      "param": "prompts", "code": 400}, "message": "prompts is empty"})"));
   EXPECT_EQ(error_json(503, "", "the server is shutting down"),
             json::parse(R"({"error": {"message": "the server is shutting down", "type": "server_error",
-                                      "param": null, "code": 503}})"));
+                                      "param": null, "code": 503}, "message": "the server is shutting down"})"));
   const json e = error_json(429, "", "busy");
   EXPECT_TRUE(e["error"]["param"].is_null());
   EXPECT_EQ(e["error"]["type"], "invalid_request_error");
   EXPECT_EQ(e["error"]["code"], 429);
   EXPECT_EQ(dump_json(error_json(404, "", "no such route")),
-            R"({"error":{"code":404,"message":"no such route","param":null,"type":"invalid_request_error"}})");
+            R"({"error":{"code":404,"message":"no such route","param":null,"type":"invalid_request_error"},"message":"no such route"})");
 }
 
 }  // namespace

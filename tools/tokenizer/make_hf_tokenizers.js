@@ -7,13 +7,15 @@
 //             Prepend/Replace normalizer, no pre-tokenizer, <s> added by the post-processor
 //   qwen2/    the Llama 3 vocabulary under Qwen2's pipeline (single digits, no BOS), to exercise
 //             that split pattern and a file without a template
-// The layout of each file is Hugging Face's tokenizers serialisation (version 1.0).
+// The layout of each file is Hugging Face's tokenizers serialisation (version 1.0). Each
+// tokenizer_config.json carries its family's chat template from tests/golden/chat_templates.json.
 //   node make_hf_tokenizers.js <node_modules dir> <out dir>
 'use strict';
 const fs = require('fs');
 const path = require('path');
 
 const [modulesArg, outDir] = process.argv.slice(2);
+const templates = JSON.parse(fs.readFileSync(path.join(__dirname, '../../tests/golden/chat_templates.json'), 'utf-8'));
 const modules = modulesArg && path.resolve(modulesArg);
 if (!modules || !outDir) {
   console.error('usage: make_hf_tokenizers.js <node_modules dir> <out dir>');
@@ -79,10 +81,11 @@ async function main() {
   const llamaMerges = [...llama3.merges.keys()];
   const bos = { id: 128000, content: '<|begin_of_text|>' };
   write('llama3', byteLevelFile(llama3.vocabById, 128000, llamaMerges, LLAMA3_SPLIT, bos, true),
-        { bos_token: '<|begin_of_text|>', eos_token: '<|end_of_text|>', tokenizer_class: 'PreTrainedTokenizerFast' });
+        { bos_token: '<|begin_of_text|>', eos_token: '<|end_of_text|>', tokenizer_class: 'PreTrainedTokenizerFast',
+          chat_template: templates.llama3 });
   write('qwen2', byteLevelFile(llama3.vocabById, 128000, llamaMerges, QWEN2_SPLIT, null, false),
         { bos_token: null, eos_token: '<|end_of_text|>', pad_token: '<|finetune_right_pad_id|>',
-          tokenizer_class: 'Qwen2Tokenizer' });
+          tokenizer_class: 'Qwen2Tokenizer', chat_template: templates.chatml });
 
   // Mistral 7B: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then pieces spelled with ▁.
   const mistral = (await import(path.join(modules, 'mistral-tokenizer-js/mistral-tokenizer.js'))).default;
@@ -99,7 +102,8 @@ async function main() {
       { type: 'Replace', pattern: { String: '\u2581' }, content: ' ' }, { type: 'ByteFallback' }, { type: 'Fuse' },
       { type: 'Strip', content: ' ', start: 1, stop: 0 }] },
     model: bpeModel(mistral.vocabById, mistralMerges, { unk_token: '<unk>', fuse_unk: true, byte_fallback: true }),
-  }, { bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', tokenizer_class: 'LlamaTokenizer' });
+  }, { bos_token: '<s>', eos_token: '</s>', unk_token: '<unk>', tokenizer_class: 'LlamaTokenizer',
+       chat_template: templates.mistral });
 }
 
 main().catch((e) => { console.error(e); process.exit(1); });
