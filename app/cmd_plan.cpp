@@ -82,7 +82,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     }
   const Options options = parse_options("plan", args);
   ModelConfig model = model_config(options);
-  const TrainConfig train = train_config(options);
+  const TrainConfig train = train_config(options, /*for_plan=*/true);
   // The vocabulary decides the embedding's size: --vocab-size, or the tokenizer's (as train).
   if (!options.has("--vocab-size")) {
     MT_CHECK(has_tokenizer_flags(options)) << "pass --vocab-size, or the tokenizer flags train would read it from";

@@ -34,6 +34,14 @@ std::unique_ptr<InferenceSetup> open_for_inference(const Options& o, Communicato
   model.seq_length = model.max_position_embeddings;
   model.hidden_dropout = model.attention_dropout = 0.0f;
   model.tensor_model_parallel_size = world ? world->size() : 1;
+  // Megatron's inference launchers pass the layout; here the ranks are the tensor-parallel group.
+  MT_CHECK(!o.has("--tensor-model-parallel-size") || o.integer("--tensor-model-parallel-size") == model.tensor_model_parallel_size)
+      << "--tensor-model-parallel-size " << o.integer("--tensor-model-parallel-size") << " with "
+      << model.tensor_model_parallel_size << " ranks: inference splits each layer over all its ranks; launch "
+      << o.integer("--tensor-model-parallel-size") << " ranks (mpirun -np " << o.integer("--tensor-model-parallel-size") << ")";
+  MT_CHECK(o.integer("--pipeline-model-parallel-size") == 1)
+      << "--pipeline-model-parallel-size " << o.integer("--pipeline-model-parallel-size")
+      << ": pipeline-parallel inference is not implemented in megatron.cpp; use tensor parallelism (mpirun -np N)";
   if (model.moe.enabled()) {
     MoeConfig& m = model.moe;
     m.expert_model_parallel_size = o.integer("--expert-model-parallel-size");

@@ -228,6 +228,8 @@ const std::vector<OptionSpec> kTable = {
     {"--max-concurrent-requests", T::integer, "64", "requests admitted at once, waiting or running (more: 429)", "", "serve"},
     {"--max-top-logprobs", T::integer, "20", "largest OpenAI logprobs = n", "", "serve"},
     {"--served-model-name", T::text, "megatron", "the model's name in OpenAI responses and /v1/models", "", "serve"},
+    {"--tensor-model-parallel-size", T::integer, "", "the ranks' tensor-parallel size, as Megatron's launchers pass it: must equal the number of ranks (inference splits each layer over all of them)", "", "generate,serve"},
+    {"--pipeline-model-parallel-size", T::integer, "1", "1: inference runs no pipeline stages (Megatron's launchers pass it)", "", "generate,serve"},
     {"--chat-template", T::text, "", "Jinja chat template for /v1/chat/completions: the text, or a file holding it (default: the one in the tokenizer's tokenizer_config.json)", "", "serve"},
     // megatron plan (also takes every train option).
     {"--world-size", T::integer, "1", "ranks the run would use (tp x pp x dp; dp takes the rest)", "", "plan"},
@@ -435,13 +437,19 @@ Options parse_options(const std::string& command, const std::vector<std::string>
   for (const OptionSpec& o : kTable)
     if (find(command, o.name) == &o && *o.default_value) out.values_[o.name] = o.default_value;
   std::vector<std::pair<std::string, std::string>> cli;
-  // Megatron's parser lets an option repeat (its scripts do): the same value again changes
-  // nothing; another value is refused rather than silently taking the last.
+  // Megatron's parser lets an option repeat (its scripts append overrides to shared argument
+  // lists): as argparse, the last value wins, and a note says so when the values differ.
   std::map<std::string, std::string> seen;
-  const auto first_time = [&seen](const std::string& name, const std::string& value) {
+  const auto first_time = [&seen, &out](const std::string& name, const std::string& value) {
     const auto [it, fresh] = seen.emplace(name, value);
-    MT_CHECK(fresh || it->second == value)
-        << name << " given twice with different values ('" << it->second << "', then '" << value << "')";
+    if (!fresh && it->second != value) {
+      const auto shown = [](std::string v) {  // a list's values are joined by newlines
+        std::replace(v.begin(), v.end(), '\n', ' ');
+        return v;
+      };
+      out.repeat_notes_.push_back(name + " ('" + shown(it->second) + "', then '" + shown(value) + "')");
+      it->second = value;
+    }
     return fresh;
   };
   for (size_t i = 0; i < args.size(); ++i) {
@@ -477,8 +485,8 @@ Options parse_options(const std::string& command, const std::vector<std::string>
       value = args[++i];
     }
     check_value(o, value);
-    if (!first_time(name, value)) continue;
-    cli.emplace_back(name, value);
+    first_time(name, value);
+    cli.emplace_back(name, value);  // later entries overwrite earlier ones below
     out.given_[name] = true;
   }
   // The config file sits between the defaults and the command line.
@@ -548,6 +556,9 @@ std::string Options::megatron_notes_line() const {
   for (const auto& [given, reading] : legacy_notes_) legacy += (legacy.empty() ? "" : "; ") + given + " " + reading;
   if (!line.empty()) line = "Megatron-LM flags accepted without effect: " + line;
   if (!legacy.empty()) line += (line.empty() ? "" : ". ") + std::string("Megatron-LM's old flags read as today's: ") + legacy;
+  std::string repeats;
+  for (const std::string& r : repeat_notes_) repeats += (repeats.empty() ? "" : "; ") + r;
+  if (!repeats.empty()) line += (line.empty() ? "" : ". ") + std::string("Given twice, the last value used (as argparse): ") + repeats;
   return line;
 }
 

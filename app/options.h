@@ -45,8 +45,10 @@ class Options {
   std::string to_yaml() const;
   // The Megatron-LM flags given that change nothing here, each with why.
   const std::vector<MegatronNote>& megatron_notes() const { return megatron_notes_; }
-  // Those flags grouped by why, and the old flags read under their current names (megatron_flags.h),
-  // as one log line ("" when none).
+  // Options given twice with different values (the last one is used, as argparse does).
+  const std::vector<std::string>& repeat_notes() const { return repeat_notes_; }
+  // Those flags grouped by why, the old flags read under their current names (megatron_flags.h)
+  // and the repeats, as one log line ("" when none).
   std::string megatron_notes_line() const;
 
  private:
@@ -55,6 +57,7 @@ class Options {
   std::map<std::string, bool> given_;  // on the command line
   std::vector<MegatronNote> megatron_notes_;
   std::vector<std::pair<std::string, std::string>> legacy_notes_;  // (old flag given, what it is read as)
+  std::vector<std::string> repeat_notes_;  // "--seed ('1', then '2')"
 };
 
 // Parses "--name value" and "--name=value" (flags take no value). Throws mt::Error.

@@ -237,7 +237,7 @@ int small_positive(int64_t value, const char* flag) {
 
 }  // namespace
 
-TrainConfig train_config(const Options& o) {
+TrainConfig train_config(const Options& o, bool for_plan) {
   TrainConfig t;
   MT_CHECK(o.has("--micro-batch-size")) << "pass --micro-batch-size (sequences per micro-batch)";
   t.micro_batch_size = o.integer("--micro-batch-size");
@@ -248,6 +248,8 @@ TrainConfig train_config(const Options& o) {
         BatchSchedule::parse(o.text("--step-batch-size-schedule"), o.integer("--seq-length"));
   if (o.has("--eval-global-batch-size")) t.eval_global_batch_size = o.integer("--eval-global-batch-size");
   t.train_iters = optional_integer(o, "--train-iters");
+  // A plan's memory and step do not depend on the run's length.
+  if (for_plan && !o.has("--train-iters") && !o.has("--train-samples")) t.train_iters = 1;
   t.train_samples = optional_integer(o, "--train-samples");
   t.log_interval = o.integer("--log-interval");
   t.log_params_norm = o.flag("--log-params-norm");
@@ -316,9 +318,9 @@ TrainConfig train_config(const Options& o) {
   t.loss_scale.hysteresis = o.integer("--hysteresis");
 
   // Megatron has no default learning rate (its scheduler asserts on None).
-  MT_CHECK(o.has("--lr")) << "pass --lr (the peak learning rate)";
+  MT_CHECK(for_plan || o.has("--lr")) << "pass --lr (the peak learning rate)";
   LrScheduleFlags& f = t.schedule;
-  f.lr = o.real("--lr");
+  f.lr = o.has("--lr") ? o.real("--lr") : 0.0;
   f.min_lr = o.real("--min-lr");
   f.lr_warmup_init = o.real("--lr-warmup-init");
   f.lr_decay_style = o.text("--lr-decay-style");

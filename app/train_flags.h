@@ -15,7 +15,8 @@ namespace mt {
 // Throws mt::Error on contradicting flags.
 ModelConfig model_config(const Options& o);
 // The training flags (batch, schedule, pipeline, data parallelism, checkpoints, optimizer).
-TrainConfig train_config(const Options& o);
+// `for_plan`: plan reads the layout and memory only, so the learning rate may be absent.
+TrainConfig train_config(const Options& o, bool for_plan = false);
 // Flags given that change nothing in the combination given, as in Megatron (or, for kernel choices,
 // run the same computation another way): one line each, for the log's first lines. `c` is
 // model_config(o).

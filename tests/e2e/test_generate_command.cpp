@@ -100,6 +100,17 @@ TEST_F(GenerateCommand, ACacheCapTooSmallForOneSequenceIsRefused) {
       "holds no sequence");
 }
 
+// Megatron's inference launchers pass the layout: it must be the ranks' own.
+TEST_F(GenerateCommand, TheLaunchersLayoutFlagsAreCheckedAgainstTheRanks) {
+  EXPECT_EQ(generate({"--tensor-model-parallel-size", "1", "--pipeline-model-parallel-size", "1"}).size(), 2u);
+  test::expect_error_mentioning(
+      [&] { cmd_generate({"--load", dir_->file("ckpt"), "--prompts", "1 2", "--tensor-model-parallel-size", "2"}); },
+      "--tensor-model-parallel-size 2 with 1 ranks");
+  test::expect_error_mentioning(
+      [&] { cmd_generate({"--load", dir_->file("ckpt"), "--prompts", "1 2", "--pipeline-model-parallel-size", "2"}); },
+      "pipeline-parallel inference is not implemented");
+}
+
 // An MoE checkpoint trained with aux-loss-free balancing: generate routes with the biases training
 // left (each MoE layer's decoder.layers.<i>.mlp.router.expert_bias, nonzero after the updates).
 TEST(GenerateCommandMoe, LoadsTheRoutersExpertBiases) {

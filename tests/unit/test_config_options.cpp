@@ -132,7 +132,12 @@ TEST(Options, RejectsBadInputWithOneClearMessage) {
   EXPECT_NE(error_of([] { parse_options("train", {"--normalization", "BatchNorm"}); }).find("must be one of"),
             std::string::npos);
   EXPECT_NE(error_of([] { parse_options("train", {"--swiglu=1"}); }).find("takes no value"), std::string::npos);
-  EXPECT_NE(error_of([] { parse_options("train", {"--seed", "1", "--seed", "2"}); }).find("given twice"),
+  // As argparse: the last value wins, with a note.
+  const Options twice = parse_options("train", {"--seed", "1", "--seed", "2", "--data-path", "a", "--data-path", "b", "c"});
+  EXPECT_EQ(twice.integer("--seed"), 2);
+  EXPECT_EQ(twice.list("--data-path"), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(twice.repeat_notes(), (std::vector<std::string>{"--seed ('1', then '2')", "--data-path ('a', then 'b c')"}));
+  EXPECT_NE(twice.megatron_notes_line().find("Given twice, the last value used (as argparse): --seed ('1', then '2')"),
             std::string::npos);
   // As in Megatron's parser, a repeat with the same value is harmless (its scripts repeat flags).
   EXPECT_EQ(parse_options("train", {"--seed", "1", "--seed", "1", "--bf16", "--bf16"}).integer("--seed"), 1);

@@ -57,6 +57,21 @@ std::string plan_error(const std::vector<std::string>& args) {
   return message;
 }
 
+// plan reads the layout, not the run: Megatron's scripts pass the learning rate and the length,
+// and a plan without them is the same plan.
+TEST(PlanCommand, NeedsNoLearningRateOrRunLength) {
+  std::vector<std::string> bare;
+  const std::vector<std::string> line = train_line();
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == "--lr" || line[i] == "--train-iters") {
+      ++i;
+      continue;
+    }
+    bare.push_back(line[i]);
+  }
+  EXPECT_EQ(plan_output(bare), plan_output(line));
+}
+
 // Under --step-batch-size-schedule the plan is for the final, largest batch: 2 then 8 micro-batches
 // per rank, the same memory as a fixed batch of 32 (the most micro-batches in flight of any step).
 TEST(PlanCommand, BatchSchedulePlansTheFinalBatch) {
