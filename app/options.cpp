@@ -210,7 +210,7 @@ const std::vector<OptionSpec> kTable = {
     {"--temperature", T::real, "1.0", "sampling temperature (0: greedy)", "", "generate"},
     {"--top_k", T::integer, "", "sample from the k most likely tokens; 1: greedy, 0: no limit (default 1)", "", "generate"},
     {"--top-k", T::integer, "", "same as --top_k", "", "generate"},
-    {"--top_p", T::real, "", "sample from the smallest set of tokens whose probability reaches p (with --top_k 0; default 0: off)", "", "generate"},
+    {"--top_p", T::real, "", "sample from the smallest set of tokens whose probability reaches p (with --top_k 0, or within the top k for k > 1; default 0: off)", "", "generate"},
     {"--top-p", T::real, "", "same as --top_p", "", "generate"},
     {"--return-log-probs", T::flag, "", "report the log-probability of every prompt and generated token", "", "generate"},
     {"--top-n-logprobs", T::integer, "0", "report the n most likely tokens at each generated position", "", "generate"},

@@ -14,9 +14,9 @@ void SamplingParams::validate() const {
       << "temperature " << temperature << " must be in [0, 100] (0: greedy)";
   MT_CHECK(top_k >= 0) << "top_k " << top_k << " must be >= 0 (0: no limit, 1: greedy)";
   MT_CHECK(top_p >= 0.0f && top_p <= 1.0f) << "top_p " << top_p << " must be in [0, 1] (0: off)";
-  // Megatron refuses top-p with top-k sampling and with greedy (top_k 1) alike.
-  MT_CHECK(!(top_k >= 1 && top_p > 0.0f)) << "top_k " << top_k << " and top_p " << top_p
-                                          << " cannot both be set (as in Megatron); pass --top_k 0 with --top_p";
+  // Greedy (top_k 1, the default) would ignore top_p: say so rather than drop it.
+  MT_CHECK(!(top_k == 1 && top_p > 0.0f)) << "top_p " << top_p << " with top_k 1 (greedy) has no effect; pass --top_k 0 "
+                                          << "(or a k > 1) with --top_p";
 }
 
 int32_t Sampler::sample(const float* logits, const SamplingParams& p, uint64_t sequence, uint64_t step) {

@@ -1,7 +1,8 @@
 // Owns choosing the next token from a row of logits, as Megatron's inference sampling does:
 // greedy (top_k = 1, or temperature 0), or a draw from softmax(logits / temperature) restricted to
-// the top_k most likely tokens (top_k > 1) or to the nucleus, the smallest set of most likely
-// tokens whose probability reaches top_p (top_p > 0, with top_k = 0). The draw is a
+// the top_k most likely tokens (top_k > 1) and/or to the nucleus, the smallest set of most likely
+// tokens whose probability reaches top_p (top_p > 0; within the top k, renormalised, when both are
+// set, as Megatron's dynamic engine filters top-k then top-p). The draw is a
 // counter-based random number keyed by (seed, sequence, step): the same seed gives the same tokens
 // on every rank and every run, however requests are batched. Log-probabilities are those of the
 // model's own distribution (softmax of the raw logits). Only ids below the true vocabulary size
@@ -20,8 +21,9 @@ struct SamplingParams {
   float top_p = 0.0f;        // 0: off
   uint64_t seed = 0;
 
-  // mt::Error for values Megatron refuses (negative temperature or top_k, top_p outside [0, 1],
-  // top_p > 0 with top_k >= 1: top-p only replaces the top-k limit).
+  // mt::Error for values Megatron refuses (negative temperature or top_k, top_p outside [0, 1]) and
+  // top_p > 0 with greedy top_k 1, where it would do nothing. (Megatron's static generate and PUT
+  // /api refuse top-k with top-p; their callers check that.)
   void validate() const;
   bool greedy() const { return top_k == 1 || temperature == 0.0f; }
 };

@@ -68,12 +68,10 @@ void read_openai_sampling(const json& body, CompletionRequest& r) {
   if (top_p <= 0.0) refuse("top_p", "top_p must be a number in (0, 1]");
   r.sampling.top_k = integer(body, "top_k", 0, 0, 1000, "top_k must be an integer in [0, 1000] (0: no limit)");
   r.sampling.top_p = top_p < 1.0 ? static_cast<float>(top_p) : 0.0f;
-  if (r.sampling.temperature == 0.0f) {
-    r.sampling.top_k = 1;
-    r.sampling.top_p = 0.0f;
-  }
-  if (r.sampling.top_k >= 1 && r.sampling.top_p > 0.0f)
-    refuse("top_p", "top_k and top_p cannot both be set (as in Megatron): pass one of them");
+  // Greedy (temperature 0 or top_k 1) ignores top_p; both limits otherwise apply, top-k first, as
+  // Megatron's dynamic server does.
+  if (r.sampling.temperature == 0.0f) r.sampling.top_k = 1;
+  if (r.sampling.top_k == 1) r.sampling.top_p = 0.0f;
   integer(body, "n", 1, 1, 1, "n: only 1 completion per prompt is supported");
   r.stream = boolean(body, "stream", false, "stream must be a boolean");
   if (given(body, "stop")) {

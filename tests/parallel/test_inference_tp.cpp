@@ -134,7 +134,7 @@ TEST(InferenceTp, Gpt2StyleMatchesOneRank) { check_tp_matches_single(gpt2_style(
 TEST(InferenceTp, MixtureOfExpertsWithExpertBiasMatchesOneRank) {
   ASSERT_FALSE(engine(moe_style(1), nullptr)->expert_biases().empty());
   for (const MoeDispatcher dispatcher : {MoeDispatcher::allgather, MoeDispatcher::alltoall})
-    for (const auto [ep, etp] : {std::pair{1, 1}, {1, 2}, {2, 1}}) {
+    for (const auto& [ep, etp] : {std::pair{1, 1}, {1, 2}, {2, 1}}) {
       SCOPED_TRACE("ep " + std::to_string(ep) + " x etp " + std::to_string(etp) +
                    (dispatcher == MoeDispatcher::alltoall ? ", alltoall" : ", allgather"));
       check_tp_matches_single(moe_style(2, ep, etp, dispatcher), moe_style(1));

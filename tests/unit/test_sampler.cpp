@@ -65,6 +65,18 @@ TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
   expect_frequencies(probs, p, {0, 1, 2, 3, 4, 5});
 }
 
+// Both: the top k first, then the nucleus of their renormalised probabilities. The top 3 hold
+// 0.3, 0.25, 0.2 (mass 0.75): renormalised 0.4, 0.333, 0.267, so top_p 0.7 keeps two of them.
+TEST(Sampler, TopKThenTopPWithinIt) {
+  const std::vector<double> probs = {0.05, 0.3, 0.1, 0.25, 0.2, 0.1};
+  SamplingParams p;
+  p.top_k = 3;
+  p.top_p = 0.7f;
+  expect_frequencies(probs, p, {1, 3});
+  p.top_p = 0.75f;  // 0.4 + 0.333 = 0.733 < 0.75: the third joins
+  expect_frequencies(probs, p, {1, 3, 4});
+}
+
 TEST(Sampler, TemperatureSharpensAndTheSeedDecides) {
   const std::vector<double> probs = {0.1, 0.2, 0.3, 0.4};
   std::vector<double> sharp;  // p^(1/T), T = 0.5
@@ -116,11 +128,9 @@ TEST(Sampler, OnlyTheTrueVocabularyIsDrawn) {
 
 TEST(Sampler, BadSettingsAreRefused) {
   SamplingParams p;
-  p.top_k = 5;
+  p.top_k = 1;  // the default, greedy: top-p needs --top_k 0 (or k > 1)
   p.top_p = 0.9f;
-  test::expect_error_mentioning([&] { p.validate(); }, "cannot both be set");
-  p.top_k = 1;  // the default, greedy: top-p needs --top_k 0
-  test::expect_error_mentioning([&] { p.validate(); }, "pass --top_k 0 with --top_p");
+  test::expect_error_mentioning([&] { p.validate(); }, "pass --top_k 0 (or a k > 1) with --top_p");
   p = {};
   p.temperature = -1.0f;
   test::expect_error_mentioning([&] { p.validate(); }, "temperature -1");

@@ -292,6 +292,11 @@ TEST(ServeOpenAiRequest, EveryFieldIsRead) {
   EXPECT_EQ(k.tokens_to_generate, 0);
   EXPECT_EQ(openai(R"({"prompt": "Hi", "temperature": 2})").sampling.temperature, 2.0f);
   EXPECT_EQ(openai(R"({"prompt": "Hi", "top_p": 1, "top_k": 5})").sampling.top_p, 0.0f);  // 1 is off
+  // Both limits, as Megatron's dynamic server allows: top-k, then top-p within it.
+  const CompletionRequest both = openai(R"({"prompt": "Hi", "top_p": 0.5, "top_k": 5})");
+  EXPECT_EQ(both.sampling.top_k, 5);
+  EXPECT_EQ(both.sampling.top_p, 0.5f);
+  EXPECT_EQ(openai(R"({"prompt": "Hi", "top_p": 0.5, "top_k": 1})").sampling.top_p, 0.0f);  // greedy
 }
 
 TEST(ServeOpenAiRequest, TemperatureZeroIsGreedy) {
@@ -379,8 +384,6 @@ TEST(ServeOpenAiRequest, BadBodiesAreRefused) {
       {R"({"prompt": "a", "top_p": 0})", "top_p", top_p},
       {R"({"prompt": "a", "top_p": 1.01})", "top_p", top_p},
       {R"({"prompt": "a", "top_k": -1})", "top_k", "top_k must be an integer in [0, 1000] (0: no limit)"},
-      {R"({"prompt": "a", "top_p": 0.5, "top_k": 5})", "top_p",
-       "top_k and top_p cannot both be set (as in Megatron): pass one of them"},
       {R"({"prompt": "a", "n": 2})", "n", "n: only 1 completion per prompt is supported"},
       {R"({"prompt": "a", "best_of": 3})", "best_of", "best_of: only 1 is supported"},
       {R"({"prompt": "a", "logprobs": 21})", "logprobs", "logprobs must be an integer in [0, 20]"},
