@@ -195,10 +195,15 @@ bool stream_more(GenerationService& service, Stream& s, httplib::DataSink& sink)
     if (!write_event(sink, dump_json(chunk(s, i, delta, std::move(logprobs), c.finish_reason)))) return false;
   }
   if (std::all_of(s.finished.begin(), s.finished.end(), [](bool f) { return f; })) {
-    if (request.include_usage) {  // chat: a last chunk without choices carries the usage
+    if (request.include_usage) {  // a last chunk without choices carries the usage
+      int64_t prompt_tokens = 0, completion_tokens = 0;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        prompt_tokens += static_cast<int64_t>(prompts[i].tokens.size());
+        completion_tokens += static_cast<int64_t>(results[i].tokens.size());
+      }
       json usage = chunk(s, 0, "", nullptr, "");
       usage["choices"] = json::array();
-      usage["usage"] = usage_json(static_cast<int64_t>(prompts[0].tokens.size()), static_cast<int64_t>(results[0].tokens.size()));
+      usage["usage"] = usage_json(prompt_tokens, completion_tokens);
       if (!write_event(sink, dump_json(usage))) return false;
     }
     if (!write_event(sink, "[DONE]")) return false;
@@ -320,9 +325,15 @@ void HttpServer::route() {
                            {"active_requests", service_.active_jobs()},
                            {"cancelled_requests", service_.cancelled_jobs()}});
   };
-  const auto models = [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"object", "list"},
-                         {"data", json::array({{{"id", options_.model_name}, {"object", "model"}, {"owned_by", "megatron.cpp"}}})}});
+  const int64_t started = unix_seconds();
+  const json model_entry = {{"id", options_.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "megatron.cpp"}};
+  const auto models = [model_entry](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_entry})}});
+  };
+  const auto model = [this, model_entry](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.path.substr(std::string("/v1/models/").size());
+    if (id == options_.model_name) return send_json(res, 200, model_entry);
+    send_error(res, 404, "model", "no model '" + id + "'; this server serves '" + options_.model_name + "'");
   };
 
   // Each path answers its own method and 405 for the others.
@@ -340,6 +351,7 @@ void HttpServer::route() {
                                      {"/completions", "POST", completions}, {"/v1/chat/completions", "POST", chat},
                                      {"/chat/completions", "POST", chat},   {"/health", "GET", health},
                                      {"/v1/models", "GET", models}};
+  s.Get(R"(/v1/models/(.+))", model);
   for (const Route& r : routes) {
     const auto handler = [&](const std::string& method) { return method == r.method ? r.handler : not_allowed(r.method); };
     s.Get(r.path, handler("GET"));

@@ -1,7 +1,7 @@
 // Owns the HTTP side of `megatron serve` (cpp-httplib): the endpoints, their limits and their
 // errors. PUT /api is Megatron's text generation API; POST /v1/completions (and /completions) and
 // POST /v1/chat/completions (and /chat/completions) are OpenAI's, whole or streamed as server-sent
-// events; GET /health and GET /v1/models describe the server. Each request is read, checked, tokenized and handed to the GenerationService; its
+// events; GET /health, GET /v1/models and GET /v1/models/{id} describe the server. Each request is read, checked, tokenized and handed to the GenerationService; its
 // thread then waits for the job. Every refusal is a 4xx with a JSON error naming the field.
 #pragma once
 

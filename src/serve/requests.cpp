@@ -96,6 +96,15 @@ void read_openai_sampling(const json& body, CompletionRequest& r) {
   if (given(body, "logit_bias") && !(body.at("logit_bias").is_object() && body.at("logit_bias").empty()))
     refuse("logit_bias", "logit_bias is not supported");
   if (given(body, "user") && !body.at("user").is_string()) refuse("user", "user must be a string");
+  refuse_unless_off(body, "ignore_eos", false, "ignore_eos");
+}
+
+// stream_options: include_usage (a last chunk with the usage), the one option OpenAI has.
+void read_stream_options(const json& body, CompletionRequest& r) {
+  if (!given(body, "stream_options")) return;
+  const json& o = body.at("stream_options");
+  if (!o.is_object()) refuse("stream_options", "stream_options must be an object");
+  r.include_usage = boolean(o, "include_usage", false, "stream_options.include_usage must be a boolean");
 }
 
 }  // namespace
@@ -163,8 +172,8 @@ CompletionRequest parse_megatron_request(const json& body, const RequestLimits& 
 
 CompletionRequest parse_openai_request(const json& body, const RequestLimits& limits) {
   refuse_unknown_fields(body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "n", "best_of", "stream",
-                               "logprobs", "echo", "stop", "seed", "presence_penalty", "frequency_penalty",
-                               "logit_bias", "user", "suffix"});
+                               "stream_options", "logprobs", "echo", "stop", "seed", "presence_penalty",
+                               "frequency_penalty", "logit_bias", "user", "suffix", "ignore_eos"});
   CompletionRequest r;
   r.api = RequestApi::openai;
   if (given(body, "model")) {
@@ -212,6 +221,7 @@ CompletionRequest parse_openai_request(const json& body, const RequestLimits& li
   }
   r.echo = boolean(body, "echo", false, "echo must be a boolean");
   refuse_unless_off(body, "suffix", nullptr, "suffix (insertion)");
+  read_stream_options(body, r);
   return r;
 }
 
@@ -260,11 +270,7 @@ CompletionRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   r.top_logprobs = integer(body, "top_logprobs", 0, 0, limits.max_top_logprobs,
                            "top_logprobs must be an integer in [0, " + std::to_string(limits.max_top_logprobs) + "]");
   if (r.top_logprobs > 0 && !r.log_probs) refuse("top_logprobs", "top_logprobs needs logprobs: true");
-  if (given(body, "stream_options")) {
-    const json& o = body.at("stream_options");
-    if (!o.is_object()) refuse("stream_options", "stream_options must be an object");
-    r.include_usage = boolean(o, "include_usage", false, "stream_options.include_usage must be a boolean");
-  }
+  read_stream_options(body, r);
   if (given(body, "tools") && !(body.at("tools").is_array() && body.at("tools").empty()))
     refuse("tools", "tools (function calling) are not supported");
   if (given(body, "tool_choice") && body.at("tool_choice") != "none" && body.at("tool_choice") != "auto")
@@ -272,7 +278,6 @@ CompletionRequest parse_chat_request(const json& body, const nlohmann::ordered_j
   boolean(body, "parallel_tool_calls", true, "parallel_tool_calls must be a boolean");
   if (given(body, "response_format") && body.at("response_format") != json{{"type", "text"}})
     refuse("response_format", "response_format: only {\"type\": \"text\"} is supported");
-  refuse_unless_off(body, "ignore_eos", false, "ignore_eos");
   r.add_bos = boolean(body, "add_BOS", false, "add_BOS must be a boolean");
   return r;
 }

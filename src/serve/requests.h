@@ -51,7 +51,7 @@ struct CompletionRequest {
   std::vector<std::string> stop_keep; // strings that end a generation, kept in the text (stop_on_eol)
   std::string model;                  // OpenAI: echoed back
   nlohmann::ordered_json messages;    // chat: the conversation, in the order the client wrote it
-  bool include_usage = false;         // chat, streamed: a last chunk with the usage
+  bool include_usage = false;         // OpenAI, streamed: a last chunk with the usage
 
   size_t prompt_count() const { return prompt_ids.empty() ? prompt_texts.size() : prompt_ids.size(); }
 };

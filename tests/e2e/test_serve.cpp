@@ -139,6 +139,12 @@ TEST(ServeHttp, HealthAndModels) {
   EXPECT_EQ(health.at("active_requests"), 0);
   const json models = body_of(c.Get("/v1/models"));
   EXPECT_EQ(models.at("data").at(0).at("id"), "tiny");
+  EXPECT_TRUE(models.at("data").at(0).at("created").is_number_integer());
+  EXPECT_EQ(body_of(c.Get("/v1/models/tiny")), models.at("data").at(0));
+  const auto other = c.Get("/v1/models/gpt-4");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(json::parse(other->body).at("error").at("param"), "model");
 }
 
 TEST(ServeHttp, MegatronApiAnswersAsTheGeneratorAlone) {
@@ -277,6 +283,15 @@ TEST(ServeHttp, StreamedCompletionParsesAsEventsAndAddsUpToTheWholeAnswer) {
     EXPECT_EQ(finishes[i], 1);
     EXPECT_EQ(text[i], whole.at("choices")[i].at("text")) << i;
   }
+  // stream_options.include_usage: one more chunk, without choices, with the whole answer's usage.
+  request["stream_options"] = {{"include_usage", true}};
+  const auto with_usage = c.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(with_usage);
+  const std::vector<std::string> more = sse_events(with_usage->body);
+  ASSERT_GE(more.size(), 2u);
+  const json usage = json::parse(more[more.size() - 2]);
+  EXPECT_TRUE(usage.at("choices").empty());
+  EXPECT_EQ(usage.at("usage"), whole.at("usage"));
 }
 
 // A chat template for the NullTokenizer: the messages' ids, one after the other.

@@ -272,7 +272,9 @@ TEST(ServeOpenAiRequest, EveryFieldIsRead) {
   const CompletionRequest r = openai(R"({
       "model": "gpt-tiny", "prompt": "Hi", "max_tokens": 5, "temperature": 0.7, "top_p": 0.9, "n": 1,
       "best_of": 1, "stream": true, "logprobs": 3, "echo": true, "stop": "\n", "seed": 42,
-      "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {}, "user": "u1", "suffix": null})");
+      "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {}, "user": "u1", "suffix": null,
+      "stream_options": {"include_usage": true}, "ignore_eos": false})");
+  EXPECT_TRUE(r.include_usage);
   EXPECT_EQ(r.model, "gpt-tiny");
   EXPECT_EQ(r.tokens_to_generate, 5);
   EXPECT_EQ(r.sampling.temperature, 0.7f);
