@@ -2,6 +2,7 @@
 // (trim_blocks, lstrip_blocks, one trailing newline dropped), the lexer with whitespace control, and
 // a recursive-descent parser with Jinja's operator precedence (or < and < not < comparisons <
 // + - < ~ < * / // % < unary minus < primary with attributes, items, calls, filters and tests).
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -61,7 +62,7 @@ class Lexer {
         ++open;
       if (open == std::string::npos || open + 1 >= t_.size()) open = t_.size();
       std::string text = t_.substr(pos_, open - pos_);
-      if (strip_next) text.erase(0, text.find_first_not_of(" \t\n\r\f\v") == std::string::npos ? text.size() : text.find_first_not_of(" \t\n\r\f\v"));
+      if (strip_next) text.erase(0, std::min(text.size(), text.find_first_not_of(" \t\n\r\f\v")));
       const bool strip_before = open + 2 < t_.size() && t_[open + 2] == '-';
       if (strip_before) {
         while (!text.empty() && is_space(text.back())) text.pop_back();

@@ -2,6 +2,7 @@
 // its own scope, as in Jinja, so `namespace` carries state out), Python's operators, truthiness and
 // printing, and the tests, filters, methods and globals chat templates use.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <ctime>
@@ -637,10 +638,7 @@ class Renderer {
     for (const auto& [k, c] : n.kwargs) kwargs.emplace_back(k, eval(*c));
     const std::string& f = n.s;
     if (f == "trim") return Value::of(strip_chars(str(v), args.empty() ? "" : str(args[0]), true, true));
-    if (f == "length" || f == "count") {
-      if (v.kind == Value::string) return Value::of(static_cast<int64_t>(items_of(v, f).size()));
-      return Value::of(static_cast<int64_t>(items_of(v, f).size()));
-    }
+    if (f == "length" || f == "count") return Value::of(static_cast<int64_t>(items_of(v, f).size()));  // code points
     if (f == "tojson") {
       const Value* indent = kwarg(kwargs, "indent");
       return Value::of(dump_json(v, indent ? static_cast<int>(as_int(*indent)) : args.empty() ? 0 : static_cast<int>(as_int(args[0]))));
