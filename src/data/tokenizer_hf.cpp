@@ -16,6 +16,7 @@
 #include "data/tokenizer_files.h"
 #include "data/tokenizer_gpt2.h"
 #include "data/unicode.h"
+#include "data/unicode_nfc.h"
 
 namespace mt {
 
@@ -26,7 +27,7 @@ namespace {
 constexpr const char* k_type = "HuggingFaceTokenizer";
 
 struct Normalizer {
-  enum Kind { prepend, replace } kind;
+  enum Kind { prepend, replace, nfc } kind;
   std::string pattern, content;  // prepend: content only
 };
 
@@ -169,6 +170,8 @@ void HuggingFaceTokenizer::Impl::load_normalizer(const json& j) {
   } else if (type == "Replace") {
     if (!j.at("pattern").contains("String")) refuse("a Replace normalizer with a regex pattern");
     normalizers.push_back({Normalizer::replace, j["pattern"]["String"].get<std::string>(), j.at("content").get<std::string>()});
+  } else if (type == "NFC") {
+    normalizers.push_back({Normalizer::nfc, "", ""});
   } else {
     refuse("the normalizer " + type);
   }
@@ -476,6 +479,8 @@ void HuggingFaceTokenizer::Impl::encode_section(std::string_view text, bool firs
   for (const Normalizer& n : normalizers) {
     if (n.kind == Normalizer::prepend) {
       if (!normalized.empty()) normalized.insert(0, n.content);
+    } else if (n.kind == Normalizer::nfc) {
+      normalized = nfc(normalized);
     } else {
       replace_all(normalized, n.pattern, n.content);
     }

@@ -3,6 +3,7 @@
 // run as the tokenizers library runs it, for the BPE pipelines of today's models:
 //   - byte-level BPE: GPT-2's ByteLevel pre-tokenizer, or Llama 3's, Qwen2's or o200k's Split regex followed
 //     by ByteLevel (split_pretokenize.h); `ignore_merges` (a piece that is a token is not merged);
+//   - the NFC normalizer (Qwen2, Qwen3; unicode_nfc.h);
 //   - SentencePiece-style BPE (Llama 2, Mistral): Prepend / Replace normalizers or the Metaspace
 //     pre-tokenizer, characters as initial symbols, `byte_fallback` to <0xXX> tokens, `unk_token`
 //     with `fuse_unk`;

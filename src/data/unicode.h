@@ -44,6 +44,9 @@ inline ClassStep class_at(std::string_view text, size_t pos);
 // End of the run of units of class `cls` from `pos`, taking at most `limit` of them.
 inline size_t class_run_end(std::string_view text, size_t pos, CharClass cls, size_t limit = SIZE_MAX);
 
+// Appends the UTF-8 of a code point (below 0x110000).
+void append_utf8(std::string& out, uint32_t code_point);
+
 // bytes.decode('utf-8', errors='replace'): every maximal ill-formed subpart becomes U+FFFD.
 std::string utf8_replace_invalid(std::string_view bytes);
 

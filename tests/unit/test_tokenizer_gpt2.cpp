@@ -27,7 +27,6 @@
 namespace mt {
 namespace {
 
-using test::append_utf8;
 using test::escaped;
 using test::random_texts;
 using test::read_all;

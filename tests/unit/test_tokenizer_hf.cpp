@@ -21,6 +21,7 @@
 #include "data/split_pretokenize.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_hf.h"
+#include "data/unicode_nfc.h"
 #include "unit/tokenizer_test_util.h"
 
 namespace mt {
@@ -117,7 +118,8 @@ TEST_P(HfTokenizer, DecodeInvertsEncode) {
   const std::string before = name == "llama3" ? "<|begin_of_text|>" : name == "mistral" ? "<s> " : "";
   for (const std::string& t : random_texts(300, 11)) {
     if (name == "mistral" && t.empty()) continue;
-    EXPECT_EQ(tok->decode(tok->encode(t)), before + t) << escaped(t);
+    // Qwen2's pipeline normalizes to NFC first: its text comes back composed.
+    EXPECT_EQ(tok->decode(tok->encode(t)), before + (name == "qwen2" ? nfc(t) : t)) << escaped(t);
   }
 }
 

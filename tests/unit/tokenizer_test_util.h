@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/unicode.h"
 #include "testing.h"
 
 #include <atomic>
@@ -44,23 +45,6 @@ inline std::string read_all(const std::string& path) {
   return s.str();
 }
 
-inline void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // Seeded random texts from pools that stress the regex's classes and the merges: ASCII words,
 // contractions, apostrophes, digits and letters of many scripts, marks (neither L nor N), emoji

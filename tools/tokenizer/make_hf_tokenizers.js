@@ -5,8 +5,8 @@
 //             ignore_merges, <|begin_of_text|> added by the post-processor
 //   mistral/  Mistral 7B's 32K SentencePiece-style BPE with byte fallback (mistral-tokenizer-js):
 //             Prepend/Replace normalizer, no pre-tokenizer, <s> added by the post-processor
-//   qwen2/    the Llama 3 vocabulary under Qwen2's pipeline (single digits, no BOS), to exercise
-//             that split pattern and a file without a template
+//   qwen2/    the Llama 3 vocabulary under Qwen2's pipeline (the NFC normalizer, single digits, no
+//             BOS), to exercise that normalizer and split pattern
 // The layout of each file is Hugging Face's tokenizers serialisation (version 1.0). Each
 // tokenizer_config.json carries its family's chat template from tests/golden/chat_templates.json.
 //   node make_hf_tokenizers.js <node_modules dir> <out dir>
@@ -14,6 +14,7 @@
 const fs = require('fs');
 const path = require('path');
 
+const STAMP = 'hf-tokenizers 2 (chat templates, NFC for qwen2)';
 const [modulesArg, outDir] = process.argv.slice(2);
 const templates = JSON.parse(fs.readFileSync(path.join(__dirname, '../../tests/golden/chat_templates.json'), 'utf-8'));
 const modules = modulesArg && path.resolve(modulesArg);
@@ -60,11 +61,11 @@ function write(name, tokenizer, config) {
   }
 }
 
-function byteLevelFile(vocabById, specialsFrom, merges, split, bos, ignoreMerges) {
+function byteLevelFile(vocabById, specialsFrom, merges, split, bos, ignoreMerges, normalizer) {
   const added = vocabById.slice(specialsFrom).map((t, i) => addedToken(specialsFrom + i, t));
   const byteLevel = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false };
   return {
-    version: '1.0', truncation: null, padding: null, added_tokens: added, normalizer: null,
+    version: '1.0', truncation: null, padding: null, added_tokens: added, normalizer,
     pre_tokenizer: { type: 'Sequence', pretokenizers: [
       { type: 'Split', pattern: { Regex: split }, behavior: 'Isolated', invert: false }, byteLevel] },
     post_processor: bos ? { type: 'Sequence', processors: [byteLevel, template(bos)] } : byteLevel,
@@ -80,10 +81,10 @@ async function main() {
     require(path.join(modules, 'llama3-tokenizer-js/bundle/commonjs-llama3-tokenizer-with-baked-data.cjs'));
   const llamaMerges = [...llama3.merges.keys()];
   const bos = { id: 128000, content: '<|begin_of_text|>' };
-  write('llama3', byteLevelFile(llama3.vocabById, 128000, llamaMerges, LLAMA3_SPLIT, bos, true),
+  write('llama3', byteLevelFile(llama3.vocabById, 128000, llamaMerges, LLAMA3_SPLIT, bos, true, null),
         { bos_token: '<|begin_of_text|>', eos_token: '<|end_of_text|>', tokenizer_class: 'PreTrainedTokenizerFast',
           chat_template: templates.llama3 });
-  write('qwen2', byteLevelFile(llama3.vocabById, 128000, llamaMerges, QWEN2_SPLIT, null, false),
+  write('qwen2', byteLevelFile(llama3.vocabById, 128000, llamaMerges, QWEN2_SPLIT, null, false, { type: 'NFC' }),
         { bos_token: null, eos_token: '<|end_of_text|>', pad_token: '<|finetune_right_pad_id|>',
           tokenizer_class: 'Qwen2Tokenizer', chat_template: templates.chatml });
 
@@ -106,4 +107,7 @@ async function main() {
        chat_template: templates.mistral });
 }
 
-main().catch((e) => { console.error(e); process.exit(1); });
+main().then(() => {
+  // Last: install-deps greps it to tell this version's files from an older run's.
+  fs.writeFileSync(path.join(outDir, 'STAMP'), STAMP + '\n');
+}).catch((e) => { console.error(e); process.exit(1); });
