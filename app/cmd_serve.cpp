@@ -5,8 +5,6 @@
 #include <atomic>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,6 +13,7 @@
 #include "app/inference_setup.h"
 #include "app/options.h"
 #include "base/error.h"
+#include "data/tokenizer_files.h"
 #include "serve/http_server.h"
 
 namespace mt {
@@ -52,10 +51,9 @@ int cmd_serve(const std::vector<std::string>& args, Communicator* world) {
   server_options.model_name = o.text("--served-model-name");
   if (o.has("--chat-template")) {  // a file's text, or the template itself
     const std::string value = o.text("--chat-template");
-    std::ifstream file(value, std::ios::binary);
-    std::ostringstream text;
-    if (file && std::filesystem::is_regular_file(value)) text << file.rdbuf();
-    server_options.chat_template = file && std::filesystem::is_regular_file(value) ? text.str() : value;
+    std::error_code ec;
+    server_options.chat_template =
+        std::filesystem::is_regular_file(value, ec) ? read_tokenizer_file(value, "--chat-template", "serve") : value;
     MT_CHECK(!server_options.chat_template.empty()) << "--chat-template is empty";
   }
   MT_CHECK(o.integer("--port") >= 0 && o.integer("--port") <= 65535) << "--port " << o.integer("--port") << " is not a port";

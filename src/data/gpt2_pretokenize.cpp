@@ -38,17 +38,7 @@ bool Gpt2PreTokenizer::next(std::string_view& piece) {
     if (end == 0 && first.cls != CharClass::space) {
       end = class_run_end(t, start, first.cls);
     } else if (end == 0) {
-      // `\s+(?!\S)` backs off one character when the run stops at a non-space, unless that
-      // leaves nothing, in which case `\s+` takes the single character.
-      size_t last = start;
-      end = start;
-      while (end < t.size()) {
-        const ClassStep step = class_at(t, end);
-        if (step.cls != CharClass::space) break;
-        last = end;
-        end += step.length;
-      }
-      if (end < t.size() && last > start) end = last;
+      end = white_space_piece_end(t, start);  // `\s+(?!\S)|\s+`
     }
   }
   piece = t.substr(start, end - start);

@@ -119,23 +119,11 @@ bool SplitPreTokenizer::next(std::string_view& piece) {
     end = class_run_end(t, t[start] == ' ' ? second : start, CharClass::other);
     while (end < t.size() && (is_line_break(t[end]) || (slash_tail_ && t[end] == '/'))) ++end;
   } else {
-    // White space. \s*[\r\n]+ backtracks to the run's last line break; without one,
-    // \s+(?!\S) gives the run back one unit when a non-space follows, unless that leaves nothing
-    // and \s+ takes the single unit.
-    size_t last = start, after_break = 0;
-    end = start;
-    while (end < t.size()) {
-      const ClassStep step = class_at(t, end);
-      if (step.cls != CharClass::space) break;
-      last = end;
-      end += step.length;
-      if (is_line_break(t[last])) after_break = end;
-    }
-    if (after_break > 0) {
-      end = after_break;
-    } else if (end < t.size() && last > start) {
-      end = last;
-    }
+    // White space. \s*[\r\n]+ backtracks to the run's last line break (an ASCII byte, so a byte
+    // search finds it); without one, \s+(?!\S)|\s+.
+    const size_t run_end = class_run_end(t, start, CharClass::space);
+    const size_t last_break = t.substr(start, run_end - start).find_last_of("\r\n");
+    end = last_break != std::string_view::npos ? start + last_break + 1 : white_space_piece_end(t, start);
   }
   piece = t.substr(start, end - start);
   pos_ = end;

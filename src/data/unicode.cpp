@@ -63,6 +63,17 @@ const CharClass k_ascii_class[128] = {
 #undef MT_S
 }  // namespace detail
 
+size_t white_space_piece_end(std::string_view t, size_t start) {
+  size_t last = start, end = start;
+  while (end < t.size()) {
+    const ClassStep step = class_at(t, end);
+    if (step.cls != CharClass::space) break;
+    last = end;
+    end += step.length;
+  }
+  return end < t.size() && last > start ? last : end;
+}
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

