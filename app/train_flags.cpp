@@ -22,6 +22,8 @@ MoeConfig moe_config(const Options& o) {
       MT_CHECK(!(o.given(name) && (name.rfind("--moe-", 0) == 0 || name.rfind("--expert-", 0) == 0)))
           << name << " applies to mixture-of-experts models: pass --num-experts";
     }
+    // Megatron still lays out the (unused) expert grid and checks it against the dense one.
+    if (o.has("--expert-tensor-parallel-size")) m.expert_tensor_parallel_size = o.integer("--expert-tensor-parallel-size");
     return m;
   }
   m.num_experts = o.integer("--num-experts");
@@ -79,7 +81,7 @@ std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c
   if (o.flag("--moe-router-pre-softmax") && given_as("--moe-router-score-function", "sigmoid"))
     notes.push_back("--moe-router-pre-softmax has no effect with --moe-router-score-function sigmoid (as in Megatron)");
   if (o.given("--expert-tensor-parallel-size") && !o.has("--num-experts"))
-    notes.push_back("--expert-tensor-parallel-size has no effect on a model without experts (as in Megatron)");
+    notes.push_back("--expert-tensor-parallel-size on a model without experts only lays out the expert grid (as in Megatron)");
   if (given_as("--moe-token-dispatcher-type", "flex"))
     notes.push_back("--moe-token-dispatcher-type flex runs as alltoall: the same exchange, without DeepEP/HybridEP kernels");
   if ((given_as("--attention-backend", "unfused") || given_as("--attention-backend", "local")) &&

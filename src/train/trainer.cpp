@@ -82,10 +82,9 @@ GridConfig train_grid_config(const ModelConfig& model, const TrainConfig& train,
   g.tp = static_cast<int>(model.tensor_model_parallel_size);
   g.cp = static_cast<int>(model.context_parallel_size);
   g.pp = train.pipeline.pp;
-  if (model.moe.enabled()) {
-    g.ep = static_cast<int>(model.moe.expert_model_parallel_size);
-    g.etp = static_cast<int>(model.moe.expert_tensor_parallel_size);  // 0: tp
-  }
+  // Megatron builds the expert layout on dense models too (and checks it against the dense one).
+  g.ep = static_cast<int>(model.moe.expert_model_parallel_size);
+  g.etp = static_cast<int>(model.moe.expert_tensor_parallel_size);  // 0: tp
   g.order = train.use_tp_pp_dp_mapping ? kTpPpDpGridOrder : kDefaultGridOrder;
   return g;
 }
@@ -231,7 +230,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     }
     chunks_.push_back(std::move(stage));
   }
-  optimizer_ = std::make_unique<AdamW>(optimized, backend, &memory_, groups_.model_parallel.get());
+  optimizer_ = std::make_unique<Optimizer>(optimized, backend, &memory_, groups_.model_parallel.get());
   for (const auto& syncs : {&dp_syncs_, &expert_syncs_})
     for (const auto& sync : *syncs) all_syncs_.push_back(sync.get());
   const int receives = pipeline.receive_buffers(pp_rank_);
@@ -369,7 +368,7 @@ IterationStats Trainer::train_step() {
   if (config_.decoupled_lr)
     embedding_or_output_lr = scheduler_->lr(step_before, *config_.decoupled_lr,
                                             config_.decoupled_min_lr.value_or(scheduler_->config().min_lr));
-  const AdamW::StepResult step =
+  const Optimizer::StepResult step =
       optimizer_->step(config_.optimizer, st.lr, st.weight_decay, scale, embedding_or_output_lr);
   // An overflow under loss scaling skips the update and backs the scale off (Megatron's
   // found_inf); without a scaler a non-finite gradient is fatal, as Megatron's NaN check is.

@@ -179,6 +179,17 @@ TEST(PlanCommand, BadLayoutsFailWithOneMessage) {
   }
 }
 
+// Megatron lays out the expert grid on a dense model too: under the tp-pp-dp mapping its pipeline
+// groups must match the dense ones, so --expert-tensor-parallel-size counts (Megatron's own
+// gpt3_mcore_te_tp2_pp2_cp2_etp4_dp_last passes etp 4 = tp x cp for that reason).
+TEST(PlanCommand, DenseModelsLayOutTheExpertGridAsMegatron) {
+  const std::vector<std::string> layout = {"--tensor-model-parallel-size", "2", "--context-parallel-size", "2",
+                                           "--pipeline-model-parallel-size", "2", "--use-tp-pp-dp-mapping",
+                                           "--world-size", "8", "--global-batch-size", "16"};
+  plan_output(with(with(train_line(), layout), {"--expert-tensor-parallel-size", "4"}));
+  EXPECT_NE(plan_error(with(train_line(), layout)).find("etp x ep must equal tp x cp"), std::string::npos);
+}
+
 // Split "--a 1 --b" into arguments.
 std::vector<std::string> words(const std::string& line) {
   std::vector<std::string> out;

@@ -139,6 +139,8 @@ class Scaled:
         if "--use-tp-pp-dp-mapping" in self.last and self.pp > 1:
             # Megatron: with pp before dp the expert layers share the dense layers' dp, so etp x ep must
             # stay tp x cp (the line's own sizes satisfy it; capping each at 2 may not).
+            if etp is not None and etp * ep == tp * cp and (self.tp * self.cp) % self.ep == 0:
+                self.etp = self.tp * self.cp // self.ep
             while self.etp * self.ep > self.tp * self.cp and self.etp > 1:
                 self.etp //= 2
             while self.etp * self.ep > self.tp * self.cp and self.ep > 1:
