@@ -113,7 +113,7 @@ void run_config(const BenchConfig& bc, int warmup, int iters, const Recompute& r
   mt::MemoryTracker memory;
   mt::GptModel model(c, bc.batch, mt::cpu_backend(), &memory);
   model.params().init(1234);
-  mt::AdamW optimizer(model.params().params(), mt::cpu_backend(), &memory);
+  mt::Optimizer optimizer(model.params().params(), mt::cpu_backend(), &memory);
   const mt::OptimizerConfig oc;
   const mt::SyntheticTokens data(c.vocab_size, c.seq_length, 1234);
   std::vector<int32_t> tokens, labels;

@@ -44,7 +44,7 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
   return coeff;
 }
 
-AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
+Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
              Communicator* model_parallel) {
   // Which elements this rank updates, and where their state lies (chunk after chunk): whole
   // parameters at their gradient-buffer offsets (parameters in no buffer after those, one after
@@ -122,12 +122,12 @@ AdamW::AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, Memor
     if (!s.main.empty()) cast(s.main, value_of(s));
 }
 
-TensorView AdamW::grad_of(const Segment& s) const {
+TensorView Optimizer::grad_of(const Segment& s) const {
   const TensorView& g = s.param->grad;
   return g.reshape({g.numel()}).rows(s.begin, s.end - s.begin);
 }
 
-TensorView AdamW::value_of(const Segment& s) const {
+TensorView Optimizer::value_of(const Segment& s) const {
   const TensorView& v = s.param->value;
   return v.reshape({v.numel()}).rows(s.begin, s.end - s.begin);
 }
@@ -137,7 +137,7 @@ TensorView AdamW::value_of(const Segment& s) const {
 // scaled ones, then one fused AdamW pass that unscales, clips, updates and writes the 16-bit copy.
 // The result is bit for bit that of the separate per-tensor passes (see AdamWParams::grad_unscale
 // and unscaled_sum_squares); the gradients are left as they came.
-double AdamW::global_norm(bool values, float unscale) {
+double Optimizer::global_norm(bool values, float unscale) {
   norm_tensors_.clear();
   norm_group_of_.clear();
   for (const Segment& s : segments_)
@@ -161,9 +161,9 @@ double AdamW::global_norm(bool values, float unscale) {
   return std::sqrt(sum);
 }
 
-double AdamW::params_norm() { return global_norm(/*values=*/true, 1.0f); }
+double Optimizer::params_norm() { return global_norm(/*values=*/true, 1.0f); }
 
-AdamW::StepResult AdamW::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
+Optimizer::StepResult Optimizer::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
                               std::optional<float> embedding_or_output_lr) {
   StepResult result;
   const float unscale = 1.0f / loss_scale;

@@ -51,7 +51,7 @@ struct DistributedShard {
 
 // One ParamStore's parameters (a model chunk's dense parameters, or its experts') and how they
 // are sharded; their squared gradient norm is summed over shard.dp (distributed optimizer) and
-// then over norm_group: the AdamW's model_parallel group when null (dense parameters), the
+// then over norm_group: the Optimizer's model_parallel group when null (dense parameters), the
 // etp × ep × pp group for experts (whose copies repeat only over expert-dp).
 struct OptimizedParams {
   std::vector<Param>* params = nullptr;
@@ -59,16 +59,16 @@ struct OptimizedParams {
   Communicator* norm_group = nullptr;
 };
 
-class AdamW {
+class Optimizer {
  public:
   // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
   // rank (see grad_norm).
-  AdamW(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
+  Optimizer(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
         const DistributedShard& shard = {})
-      : AdamW(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel) {}
+      : Optimizer(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel) {}
   // Several chunks' parameters (interleaved pipeline stages, expert weights) under one step and
   // one gradient norm; their state lies in one arena, chunk after chunk.
-  AdamW(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
+  Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
         Communicator* model_parallel = nullptr);
 
   struct StepResult {

@@ -204,7 +204,7 @@ class Trainer {
   std::vector<std::unique_ptr<Stage>> chunks_;
   std::unique_ptr<Arena> receive_arena_;  // where received activations and gradients wait
   std::vector<TensorView> receive_buffers_;
-  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
   std::vector<std::unique_ptr<DataParallelSync>> dp_syncs_;      // one per chunk
   std::vector<std::unique_ptr<DataParallelSync>> expert_syncs_;  // one per chunk with MoE layers
   // Every sync, dense and expert (filled once, by the constructor).

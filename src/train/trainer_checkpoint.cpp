@@ -74,7 +74,7 @@ void Trainer::save_checkpoint(const std::string& root) {
       for (const auto& [name, bias] : stage->expert_biases())
         records.push_back(tensor_piece(name, "buffer", bias.shape, ShardSpec{}, 0, 1, 0, bias));
   if (with_optimizer)
-    for (const AdamW::Segment& s : optimizer_->segments()) {
+    for (const Optimizer::Segment& s : optimizer_->segments()) {
       const Param& p = *s.param;
       if (!is_counted_copy(p)) continue;
       if (state_replica(p) != 0) continue;
@@ -189,7 +189,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
     MT_CHECK(saved.optimizer_saved)
         << "checkpoint " << checkpoint.dir() << " was saved with --no-save-optim; add --no-load-optim (or --finetune) "
         << "to load its weights alone";
-    for (const AdamW::Segment& s : optimizer_->segments()) {
+    for (const Optimizer::Segment& s : optimizer_->segments()) {
       checkpoint.read("exp_avg", *s.param, s.begin, s.m);
       checkpoint.read("exp_avg_sq", *s.param, s.begin, s.v);
     }
@@ -197,7 +197,7 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
   }
   // The f32 main copies of 16-bit parameters: the saved ones, or (weights only, or a checkpoint of
   // f32 parameters) the values themselves.
-  for (const AdamW::Segment& s : optimizer_->segments()) {
+  for (const Optimizer::Segment& s : optimizer_->segments()) {
     if (s.main.empty()) continue;
     const bool saved_main = optimizer && checkpoint.has("main_param", s.param->name);
     checkpoint.read(saved_main ? "main_param" : "param", *s.param, s.begin, s.main);

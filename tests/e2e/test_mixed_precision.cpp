@@ -47,7 +47,7 @@ TrainRun train(DType dtype, int steps, double initial_scale = 65536.0) {
   const int64_t b = 4;
   GptModel model(c, b, cpu_backend(), nullptr);
   model.params().init(21);
-  AdamW optimizer(model.params().params(), cpu_backend(), nullptr);
+  Optimizer optimizer(model.params().params(), cpu_backend(), nullptr);
   OptimizerConfig oc;
   oc.lr = 3e-3f;
   DynamicLossScaleConfig lc;
@@ -116,7 +116,7 @@ TEST(MixedPrecision, SkippedStepLeavesParametersUntouched) {
   const ModelConfig c = small_llama(DType::f16);
   GptModel model(c, 2, cpu_backend(), nullptr);
   model.params().init(3);
-  AdamW optimizer(model.params().params(), cpu_backend(), nullptr);
+  Optimizer optimizer(model.params().params(), cpu_backend(), nullptr);
   const Param& p = model.params().params()[1];
   const std::vector<uint16_t> before(p.value.f16(), p.value.f16() + p.value.numel());
   test::HostTensor tokens = test::randint({2, c.seq_length}, 96, 1), labels = test::randint({2, c.seq_length}, 96, 2);
@@ -134,9 +134,9 @@ TEST(MixedPrecision, SkippedStepLeavesParametersUntouched) {
 TEST(MixedPrecision, MemoryFollowsTheDtypes) {
   MemoryTracker m32, m16;
   GptModel a(small_llama(DType::f32), 2, cpu_backend(), &m32);
-  AdamW oa(a.params().params(), cpu_backend(), &m32);
+  Optimizer oa(a.params().params(), cpu_backend(), &m32);
   GptModel b(small_llama(DType::bf16), 2, cpu_backend(), &m16);
-  AdamW ob(b.params().params(), cpu_backend(), &m16);
+  Optimizer ob(b.params().params(), cpu_backend(), &m16);
   const size_t n = static_cast<size_t>(a.params().numel());
   // Megatron's 18 bytes per parameter: 2 (bf16 weights) + 4 (f32 grads) + 12 (main, m, v).
   EXPECT_EQ(m16.peak(MemCategory::weights), 2 * n);

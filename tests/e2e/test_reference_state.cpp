@@ -121,7 +121,7 @@ void run_reference_state(const std::string& fixture, AttentionImpl impl) {
   oc.adam_eps = static_cast<float>(std::stod(f.meta("adam_eps")));
   oc.weight_decay = static_cast<float>(std::stod(f.meta("weight_decay")));
   oc.clip_grad = static_cast<float>(std::stod(f.meta("clip_grad")));
-  AdamW optimizer(model.params().params(), cpu_backend(), &memory);
+  Optimizer optimizer(model.params().params(), cpu_backend(), &memory);
   const TensorView ref_losses = f.get("traj.loss"), ref_norms = f.get("traj.grad_norm");
   double worst_loss = 0.0, worst_norm = 0.0;
   for (int64_t step = 0; step < ref_losses.numel(); ++step) {

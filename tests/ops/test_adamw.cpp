@@ -1,7 +1,7 @@
 // Tests for ops/adamw.h: three steps against a hand-written fp64 AdamW (decoupled weight decay,
 // bias corrections), the classic first-step property, and argument errors; the fused form
 // (unscale, clip, 16-bit copy) against fp64 and bit for bit against the separate passes, and
-// AdamW::step (optim/optimizer.h) bit for bit against the unfused sequence of ops.
+// Optimizer::step (optim/optimizer.h) bit for bit against the unfused sequence of ops.
 #include "ops/adamw.h"
 
 #include <omp.h>
@@ -225,7 +225,7 @@ TEST(AdamW, MultiTensorFormsEqualSingleTensorCallsOnAnyThreadCount) {
   omp_set_num_threads(saved_threads);
 }
 
-// AdamW::step under a loss scale with clipping active, for f32, bf16 and f16 parameters, against
+// Optimizer::step under a loss scale with clipping active, for f32, bf16 and f16 parameters, against
 // the unfused sequence of public ops it replaces (unscale, grad_norm, clip_grads, update, cast),
 // which is the step as it was before the fusion: same norm and same bits in every tensor.
 TEST(AdamW, OptimizerStepEqualsUnfusedSequenceBitForBit) {
@@ -257,7 +257,7 @@ TEST(AdamW, OptimizerStepEqualsUnfusedSequenceBitForBit) {
       p.grad = ref_grads[k].view();
       ref_params.push_back(p);
     }
-    AdamW optimizer(params, cpu_backend(), nullptr);
+    Optimizer optimizer(params, cpu_backend(), nullptr);
     OptimizerConfig oc;
     oc.clip_grad = 1.0f;
     const float loss_scale = 1000.0f, lr = 2e-3f, wd = 0.1f;
@@ -268,7 +268,7 @@ TEST(AdamW, OptimizerStepEqualsUnfusedSequenceBitForBit) {
         params[k].grad = grads[k].view();
         ref_params[k].grad = ref_grads[k].view();
       }
-      const AdamW::StepResult result = optimizer.step(oc, lr, wd, loss_scale);
+      const Optimizer::StepResult result = optimizer.step(oc, lr, wd, loss_scale);
       // The unfused step.
       for (const Param& p : ref_params) scale_inplace(p.grad, 1.0f / loss_scale);
       const double norm = grad_norm(ref_params);

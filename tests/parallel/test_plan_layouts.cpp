@@ -103,7 +103,7 @@ TEST(PlanLayouts, TheDistributedOptimizersShardIsTheFormulas) {
       options.ddp.bucket_size = overlap ? 4000 : 0;  // several buckets, each padded
       const StageRange range{0, 2, true, true};
       Stage stage(c, range, 1, cpu_backend(), &memory, options);
-      AdamW adam({{&stage.params().params(), {&stage.params().layout(), &world()}}}, cpu_backend(), &memory);
+      Optimizer adam({{&stage.params().params(), {&stage.params().layout(), &world()}}}, cpu_backend(), &memory);
       const ModelStateBytes expected = model_state_bytes(c, range, options.ddp);
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::grads)), expected.grads);

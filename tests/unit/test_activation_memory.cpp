@@ -277,7 +277,7 @@ TEST(ModelStateMemory, WeightsGradsAndOptimizerAreTheFormulas) {
           options.slots = 1;
           options.ddp.use_distributed_optimizer = distributed;
           Stage stage(c, range, 1, cpu_backend(), &memory, options);
-          AdamW adam(stage.params().params(), cpu_backend(), &memory);
+          Optimizer adam(stage.params().params(), cpu_backend(), &memory);
           const ModelStateBytes expected = model_state_bytes(c, range, options.ddp);
           SCOPED_TRACE(std::to_string(cases));
           EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);

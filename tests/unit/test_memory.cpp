@@ -81,7 +81,7 @@ TEST_P(MemoryAccounting, PeakBytesByCategoryMatchShapes) {
   const int64_t b = 3;
   MemoryTracker memory;
   GptModel model(c, b, cpu_backend(), &memory);
-  AdamW optimizer(model.params().params(), cpu_backend(), &memory);
+  Optimizer optimizer(model.params().params(), cpu_backend(), &memory);
   const int64_t params = expected_params(c);
   EXPECT_EQ(model.params().numel(), params);
   EXPECT_EQ(memory.peak(MemCategory::weights), static_cast<size_t>(params * 4));
