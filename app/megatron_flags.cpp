@@ -319,10 +319,9 @@ const std::vector<Rule> kRules = {
     {"--no-pad-vocab-size", {missing, "an unpadded vocabulary", out_of_scope}},
     {"--disable-pad-vocab-size", {missing, "an unpadded vocabulary", out_of_scope}},
     {"--padded-vocab-size", {missing, "a given padded vocabulary size", out_of_scope}},
-    {"--optimizer", {missing, "optimizers other than Adam", out_of_scope}},
-    {"--sgd-momentum", {missing, "optimizers other than Adam", out_of_scope}},
-    {"--muon-*", {missing, "optimizers other than Adam", out_of_scope}},
-    {"--lion-*", {missing, "optimizers other than Adam", out_of_scope}},
+    {"--sgd-momentum", {missing, "the SGD optimizer", out_of_scope}},
+    {"--muon-use-syrk", {accepted, kKernels, false}},
+    {"--lion-*", {missing, "the Lion optimizer", out_of_scope}},
     {"--use-precision-aware-optimizer", {missing, "the precision-aware optimizer (low-precision Adam state)", out_of_scope}},
     {"--main-grads-dtype", {missing, "the precision-aware optimizer (low-precision Adam state)", out_of_scope}},
     {"--main-params-dtype", {missing, "the precision-aware optimizer (low-precision Adam state)", out_of_scope}},
@@ -480,6 +479,12 @@ const std::vector<ValueRule> kValueRules = {
     {"--position-embedding-type", "relative", {missing, kEncoders, out_of_scope}},
     {"--moe-router-score-function", "sqrtsoftplus", {missing, "the sqrt-softplus router score", out_of_scope}},
     {"--moe-router-load-balancing-type", "quantile_balancing", {missing, "quantile load balancing", out_of_scope}},
+    {"--optimizer", "sgd", {missing, "the SGD optimizer", out_of_scope}},
+    {"--optimizer", "lion", {missing, "the Lion optimizer", out_of_scope}},
+    {"--optimizer", "soap", {missing, "the SOAP optimizer", out_of_scope}},
+    {"--optimizer", "adaptive_muon", {missing, "adaptive Muon (a second moment after the orthogonalisation)", out_of_scope}},
+    {"--muon-scalar-optimizer", "lion", {missing, "the Lion optimizer", out_of_scope}},
+    {"--muon-fp32-matmul-prec", "low", {missing, "fp32 matmul precision low (PyTorch refuses it as well)", out_of_scope}},
 };
 
 }  // namespace

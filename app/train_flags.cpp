@@ -73,6 +73,31 @@ MoeConfig moe_config(const Options& o) {
   return m;
 }
 
+// --optimizer muon's settings (Megatron's --muon-* flags and defaults).
+MuonConfig muon_config(const Options& o) {
+  MT_CHECK(!o.flag("--fp16")) << "--optimizer " << o.text("--optimizer")
+                              << " does not run under --fp16 (as in Megatron): use --bf16";
+  MuonConfig m;
+  m.momentum = static_cast<float>(o.real("--muon-momentum"));
+  MT_CHECK(m.momentum >= 0.0f && m.momentum < 1.0f) << "--muon-momentum " << m.momentum << " must lie in [0, 1)";
+  m.nesterov = o.flag("--muon-nesterov");
+  m.split_qkv = !o.flag("--muon-no-split-qkv");
+  const std::string scale = o.text("--muon-scale-mode");
+  m.scale_mode = scale == "unit_rms_norm"   ? MuonScaleMode::unit_rms_norm
+                 : scale == "shape_scaling" ? MuonScaleMode::shape_scaling
+                                            : MuonScaleMode::spectral;
+  m.extra_scale_factor = static_cast<float>(o.real("--muon-extra-scale-factor"));
+  m.bf16_iteration = o.text("--muon-fp32-matmul-prec") == "medium";
+  m.coefficient_type = o.text("--muon-coefficient-type");
+  m.num_ns_steps = static_cast<int>(o.integer("--muon-num-ns-steps"));
+  newton_schulz_steps(m.coefficient_type, m.num_ns_steps);  // refuses a bad count here, at start
+  const std::string tp_mode = o.text("--muon-tp-mode");
+  m.tp_mode = tp_mode == "blockwise"     ? MuonTpMode::blockwise
+              : tp_mode == "distributed" ? MuonTpMode::distributed
+                                         : MuonTpMode::duplicated;
+  return m;
+}
+
 }  // namespace
 
 std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c) {
@@ -82,6 +107,12 @@ std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c
     notes.push_back("--moe-router-pre-softmax has no effect with --moe-router-score-function sigmoid (as in Megatron)");
   if (o.given("--expert-tensor-parallel-size") && !o.has("--num-experts"))
     notes.push_back("--expert-tensor-parallel-size on a model without experts only lays out the expert grid (as in Megatron)");
+  if (given_as("--optimizer", "dist_muon"))
+    notes.push_back("--optimizer dist_muon runs as --optimizer muon --use-distributed-optimizer (Megatron's deprecated "
+                    "name for its layer-wise distributed Muon; the same updates)");
+  if (given_as("--muon-tp-mode", "distributed"))
+    notes.push_back("--muon-tp-mode distributed orthogonalises each matrix whole on every tensor-parallel rank, as "
+                    "duplicated does (Megatron splits that work over the ranks; the result is the same)");
   if (given_as("--moe-token-dispatcher-type", "flex"))
     notes.push_back("--moe-token-dispatcher-type flex runs as alltoall: the same exchange, without DeepEP/HybridEP kernels");
   if ((given_as("--attention-backend", "unfused") || given_as("--attention-backend", "local")) &&
@@ -275,7 +306,8 @@ TrainConfig train_config(const Options& o, bool for_plan) {
     t.pipeline.virtual_stages_per_rank = small_positive(*v, "--num-virtual-stages-per-pipeline-rank");
   if (const std::optional<int64_t> g = optional_integer(o, "--microbatch-group-size-per-virtual-pipeline-stage"))
     t.microbatch_group_size = small_positive(*g, "--microbatch-group-size-per-virtual-pipeline-stage");
-  t.use_distributed_optimizer = o.flag("--use-distributed-optimizer");
+  // dist_muon: Megatron's deprecated name for Muon under its layer-wise distributed optimizer.
+  t.use_distributed_optimizer = o.flag("--use-distributed-optimizer") || o.text("--optimizer") == "dist_muon";
   t.num_distributed_optimizer_instances =
       small_positive(o.integer("--num-distributed-optimizer-instances"), "--num-distributed-optimizer-instances");
   t.overlap_grad_reduce = o.flag("--overlap-grad-reduce");
@@ -309,6 +341,7 @@ TrainConfig train_config(const Options& o, bool for_plan) {
   t.optimizer.adam_eps = static_cast<float>(o.real("--adam-eps"));
   t.optimizer.clip_grad = static_cast<float>(o.real("--clip-grad"));
   t.optimizer.apply_wd_to_qk_layernorm = o.flag("--apply-wd-to-qk-layernorm");
+  if (o.text("--optimizer") != "adam") t.optimizer.muon = muon_config(o);
   t.decoupled_lr = optional_real(o, "--decoupled-lr");
   t.decoupled_min_lr = optional_real(o, "--decoupled-min-lr");
   t.loss_scale.bf16 = o.flag("--bf16");

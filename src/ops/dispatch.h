@@ -58,3 +58,18 @@ inline const int32_t* host_i32(const TensorView& t, std::vector<int32_t>& storag
       MT_ROUTE_CUDA(op, call);              \
   }                                         \
   no_kernel(op)
+
+// MT_ROUTE for an op with no CUDA kernel yet: a CUDA tensor stops with the op's name.
+#define MT_ROUTE_CPU_ONLY(device, op, call) \
+  const ::mt::OpTimer op_timer{op, device}; \
+  switch (device) {                         \
+    case ::mt::Device::cpu:                 \
+      return cpu::call;                     \
+    case ::mt::Device::guard: {             \
+      const ::mt::GuardWindow open;         \
+      return cpu::call;                     \
+    }                                       \
+    case ::mt::Device::cuda:                \
+      break;                                \
+  }                                         \
+  no_kernel(op)

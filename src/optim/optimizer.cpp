@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/elementwise.h"
+#include "ops/muon.h"
 #include "parallel/process_groups.h"
 
 namespace mt {
@@ -45,7 +46,7 @@ double clip_grads(const std::vector<Param>& params, double norm, double clip_gra
 }
 
 Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
-             Communicator* model_parallel) {
+                     Communicator* model_parallel, const MuonSetup* muon) {
   // Which elements this rank updates, and where their state lies (chunk after chunk): whole
   // parameters at their gradient-buffer offsets (parameters in no buffer after those, one after
   // another), so a slice of the gradient buffer is the same slice of the state; or under the
@@ -58,12 +59,15 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
   };
   std::vector<Place> places;
   bool any_16bit = false;
+  int64_t largest_bucket = 0;
   for (const OptimizedParams& chunk : chunks) {
     const std::vector<Param>& params = *chunk.params;
     const DistributedShard& shard = chunk.shard;
     for (const Param& p : params) any_16bit = any_16bit || p.value.dtype != DType::f32;
     const int64_t base = state_numel_;
     const bool distributed = shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1;
+    chunks_.push_back({&params, shard, distributed, std::vector<int>(params.size(), -1)});
+    const size_t first_place = places.size();
     const NormGroup group{distributed ? shard.dp : nullptr, chunk.norm_group ? chunk.norm_group : model_parallel};
     size_t norm = 0;
     while (norm < norm_groups_.size() &&
@@ -84,6 +88,7 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
                               state_numel_ + lo - mine.start, norm});
         }
         state_numel_ += mine.numel();
+        largest_bucket = std::max(largest_bucket, bucket.range.numel());
       }
     } else {
       int64_t end = base;
@@ -95,11 +100,22 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
       }
       state_numel_ = end;
     }
+    for (size_t i = first_place; i < places.size(); ++i)
+      chunks_.back().segment_of[static_cast<size_t>(places[i].param - params.data())] = static_cast<int>(i);
   }
+  // Muon keeps one state (its momentum, in m); only Adam's segments have a v, one after another.
+  const auto is_muon = [&](const Place& at) { return muon != nullptr && is_muon_param(*at.param); };
+  int64_t adam_numel = 0;
+  for (const Place& at : places)
+    if (!is_muon(at)) adam_numel += at.end - at.begin;
+  const bool muon_distributed =
+      muon != nullptr && std::any_of(chunks_.begin(), chunks_.end(), [](const Chunk& c) { return c.distributed; });
   auto carve = [&](Arena& arena) {
-    const TensorView m = arena.alloc(DType::f32, {state_numel_}), v = arena.alloc(DType::f32, {state_numel_});
+    const TensorView m = arena.alloc(DType::f32, {state_numel_}), v = arena.alloc(DType::f32, {adam_numel});
     const TensorView main = any_16bit ? arena.alloc(DType::f32, {state_numel_}) : TensorView();
+    muon_bucket_ = muon_distributed ? arena.alloc(DType::f32, {largest_bucket}) : TensorView();
     segments_.clear();
+    int64_t v_at = 0;
     for (const Place& at : places) {
       const int64_t n = at.end - at.begin;
       Segment s;
@@ -107,8 +123,12 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
       s.begin = at.begin;
       s.end = at.end;
       s.norm = at.norm;
+      s.muon = is_muon(at);
       s.m = m.rows(at.state, n);
-      s.v = v.rows(at.state, n);
+      if (!s.muon) {
+        s.v = v.rows(v_at, n);
+        v_at += n;
+      }
       if (at.param->value.dtype != DType::f32) s.main = main.rows(at.state, n);
       segments_.push_back(s);
     }
@@ -120,6 +140,12 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
   state_->zero_used();
   for (const Segment& s : segments_)
     if (!s.main.empty()) cast(s.main, value_of(s));
+  if (muon == nullptr) return;
+  std::vector<const Param*> matrices;
+  for (const Chunk& chunk : chunks_)
+    for (const Param& p : *chunk.params)
+      if (is_muon_param(p)) matrices.push_back(&p);
+  muon_ = std::make_unique<MuonOrthogonalizer>(*muon, matrices, backend, tracker);
 }
 
 TensorView Optimizer::grad_of(const Segment& s) const {
@@ -185,6 +211,7 @@ Optimizer::StepResult Optimizer::step(const OptimizerConfig& config, float lr, f
   update_.clear();
   decoupled_update_.clear();
   for (const Segment& s : segments_) {
+    if (s.muon) continue;
     const TensorView value = value_of(s);
     // f32 parameters are their own master copy; 16-bit ones receive the updated master's rounding.
     (embedding_or_output_lr && is_embedding_or_output(*s.param) ? decoupled_update_ : update_)
@@ -196,7 +223,67 @@ Optimizer::StepResult Optimizer::step(const OptimizerConfig& config, float lr, f
     hp.lr = *embedding_or_output_lr;
     adamw_update_multi(decoupled_update_, hp);
   }
+  if (muon_) muon_step(lr, weight_decay, unscale, clip);
   return result;
+}
+
+void Optimizer::muon_apply_to(const Segment& s, const TensorView& update, float lr, float weight_decay) {
+  const TensorView value = value_of(s);
+  const float decay = s.param->weight_decay ? weight_decay : 0.0f;  // matrices: never a QK norm
+  muon_apply(s.main.empty() ? value : s.main, update, lr, decay, s.main.empty() ? TensorView() : value);
+}
+
+void Optimizer::muon_step(float lr, float weight_decay, float unscale, float clip) {
+  const MuonConfig& c = muon_->config();
+  const MuonMomentumArgs momentum{c.momentum, c.nesterov, unscale, clip};
+  for (const Chunk& chunk : chunks_) {
+    const std::vector<Param>& params = *chunk.params;
+    if (!chunk.distributed) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        const Param& p = params[i];
+        if (!is_muon_param(p)) continue;
+        const Segment& s = segments_[static_cast<size_t>(chunk.segment_of[i])];
+        const int64_t n = p.value.numel();
+        const TensorView u = muon_->momentum_scratch(n), update = muon_->update_scratch(n);
+        muon_momentum(s.m, u, grad_of(s), momentum);
+        muon_->orthogonalize(p, u.reshape(p.value.shape), update.reshape(p.value.shape));
+        muon_apply_to(s, update, lr, weight_decay);
+      }
+      continue;
+    }
+    // Distributed optimizer: this rank holds the momenta of its shard of each bucket; the bucket's
+    // momentum inputs are gathered whole over dp (in place), then every rank orthogonalises every
+    // matrix of the bucket and updates its own part.
+    const DdpBufferLayout& layout = *chunk.shard.layout;
+    Communicator& dp = *chunk.shard.dp;
+    for (const DdpBucket& bucket : layout.buckets) {
+      if (std::none_of(bucket.params.begin(), bucket.params.end(),
+                       [&](int i) { return is_muon_param(params[static_cast<size_t>(i)]); }))
+        continue;
+      const TensorView whole = muon_bucket_.rows(0, bucket.range.numel());
+      const BufferRange mine = bucket.shard(dp.rank(), dp.size());
+      for (int i : bucket.params) {
+        const int at = chunk.segment_of[static_cast<size_t>(i)];
+        if (at < 0 || !segments_[static_cast<size_t>(at)].muon) continue;
+        const Segment& s = segments_[static_cast<size_t>(at)];
+        const int64_t start = layout.params[static_cast<size_t>(i)].start - bucket.range.start + s.begin;
+        muon_momentum(s.m, whole.rows(start, s.end - s.begin), grad_of(s), momentum);
+      }
+      dp.all_gather(whole, whole.rows(mine.start - bucket.range.start, mine.numel()));
+      for (int i : bucket.params) {
+        const Param& p = params[static_cast<size_t>(i)];
+        if (!is_muon_param(p)) continue;
+        const int64_t n = p.value.numel();
+        const TensorView u = whole.rows(layout.params[static_cast<size_t>(i)].start - bucket.range.start, n);
+        const TensorView update = muon_->update_scratch(n);
+        muon_->orthogonalize(p, u.reshape(p.value.shape), update.reshape(p.value.shape));
+        const int at = chunk.segment_of[static_cast<size_t>(i)];
+        if (at < 0) continue;
+        const Segment& s = segments_[static_cast<size_t>(at)];
+        muon_apply_to(s, update.rows(s.begin, s.end - s.begin), lr, weight_decay);
+      }
+    }
+  }
 }
 
 }  // namespace mt

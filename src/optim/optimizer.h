@@ -14,6 +14,7 @@
 #include "comm/communicator.h"
 #include "model/params.h"
 #include "ops/adamw.h"
+#include "optim/muon.h"
 
 namespace mt {
 
@@ -26,6 +27,9 @@ struct OptimizerConfig {
   float clip_grad = 1.0f;      // --clip-grad; 0 disables clipping
   // --apply-wd-to-qk-layernorm (Qwen3-Next): the query and key norms' weights and biases decay too.
   bool apply_wd_to_qk_layernorm = false;
+  // --optimizer muon: Muon for the matrices (is_muon_param), Adam for the rest (Megatron's
+  // --muon-scalar-optimizer adam); the Optimizer is built with it (MuonSetup).
+  std::optional<MuonConfig> muon;
 };
 
 // L2 norm of all gradients of the model, each parameter counted once: sums of squares in
@@ -64,12 +68,13 @@ class Optimizer {
   // model_parallel and tp_rank: the group the gradient norm is summed over and this rank's tp
   // rank (see grad_norm).
   Optimizer(std::vector<Param>& params, Backend& backend, MemoryTracker* tracker, Communicator* model_parallel = nullptr,
-        const DistributedShard& shard = {})
-      : Optimizer(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel) {}
+            const DistributedShard& shard = {}, const MuonSetup* muon = nullptr)
+      : Optimizer(std::vector<OptimizedParams>{{&params, shard}}, backend, tracker, model_parallel, muon) {}
   // Several chunks' parameters (interleaved pipeline stages, expert weights) under one step and
-  // one gradient norm; their state lies in one arena, chunk after chunk.
+  // one gradient norm; their state lies in one arena, chunk after chunk. muon: Muon for the
+  // matrices, with its settings.
   Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backend, MemoryTracker* tracker,
-        Communicator* model_parallel = nullptr);
+            Communicator* model_parallel = nullptr, const MuonSetup* muon = nullptr);
 
   struct StepResult {
     double grad_norm = 0.0;  // of the unscaled gradients, before clipping
@@ -96,8 +101,11 @@ class Optimizer {
   struct Segment {
     const Param* param = nullptr;  // into a ParamStore's params(), which never grows after construction
     int64_t begin = 0, end = 0;
-    TensorView m, v, main;  // main: the f32 master copy (empty when the parameter is f32)
-    size_t norm = 0;        // its NormGroup
+    // Adam: m and v its moments; Muon: m its momentum buffer, v empty. main: the f32 master copy
+    // (empty when the parameter is f32).
+    TensorView m, v, main;
+    size_t norm = 0;  // its NormGroup
+    bool muon = false;
   };
   // This rank's state, piece by piece (checkpoints save and restore it in place).
   const std::vector<Segment>& segments() const { return segments_; }
@@ -113,6 +121,10 @@ class Optimizer {
   // The L2 norm of the counted gradients (scaled by `unscale`) or parameter values, over every
   // rank that holds a part of them.
   double global_norm(bool values, float unscale);
+  // Muon's step of every Muon segment: momentum, then each matrix orthogonalised whole (under the
+  // distributed optimizer the momenta of a bucket are first gathered over dp), then the update.
+  void muon_step(float lr, float weight_decay, float unscale, float clip);
+  void muon_apply_to(const Segment& s, const TensorView& update, float lr, float weight_decay);
 
   // Where partial sums of the squared norm go: the distributed optimizer's group (or null), then
   // the group the parameters differ over. Chunks with the same pair share one.
@@ -131,6 +143,18 @@ class Optimizer {
   std::vector<double> norm_sums_, norm_scratch_, group_sums_;
   std::vector<size_t> norm_group_of_;  // per entry of norm_tensors_
   std::vector<AdamWTensor> update_, decoupled_update_;
+
+  // What the Muon step walks: each chunk's parameters, how they are sharded, and the segment of
+  // each parameter on this rank (-1: none).
+  struct Chunk {
+    const std::vector<Param>* params = nullptr;
+    DistributedShard shard;
+    bool distributed = false;
+    std::vector<int> segment_of;
+  };
+  std::vector<Chunk> chunks_;
+  std::unique_ptr<MuonOrthogonalizer> muon_;
+  TensorView muon_bucket_;  // a bucket's momenta gathered over dp (distributed optimizer)
 };
 
 }  // namespace mt

@@ -230,7 +230,16 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
     }
     chunks_.push_back(std::move(stage));
   }
-  optimizer_ = std::make_unique<Optimizer>(optimized, backend, &memory_, groups_.model_parallel.get());
+  std::optional<MuonSetup> muon;
+  if (config_.optimizer.muon) {
+    MT_CHECK(backend.device() != Device::cuda)
+        << "--optimizer muon has no CUDA kernels yet (its Newton-Schulz iteration runs on the CPU): pass --device cpu";
+    const ModelConfig& m = layout.model;  // finalized: query groups and head width set
+    muon = MuonSetup{*config_.optimizer.muon, groups_.tp.get(), groups_.etp.get(),
+                     {m.num_attention_heads / m.num_query_groups * m.kv_channels, m.kv_channels, m.kv_channels}};
+  }
+  optimizer_ = std::make_unique<Optimizer>(optimized, backend, &memory_, groups_.model_parallel.get(),
+                                           muon ? &*muon : nullptr);
   for (const auto& syncs : {&dp_syncs_, &expert_syncs_})
     for (const auto& sync : *syncs) all_syncs_.push_back(sync.get());
   const int receives = pipeline.receive_buffers(pp_rank_);

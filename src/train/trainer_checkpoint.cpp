@@ -78,8 +78,12 @@ void Trainer::save_checkpoint(const std::string& root) {
       const Param& p = *s.param;
       if (!is_counted_copy(p)) continue;
       if (state_replica(p) != 0) continue;
-      records.push_back(piece(p, "exp_avg", s.begin, s.m));
-      records.push_back(piece(p, "exp_avg_sq", s.begin, s.v));
+      if (s.muon) {
+        records.push_back(piece(p, "momentum_buffer", s.begin, s.m));
+      } else {
+        records.push_back(piece(p, "exp_avg", s.begin, s.m));
+        records.push_back(piece(p, "exp_avg_sq", s.begin, s.v));
+      }
       if (!s.main.empty()) records.push_back(piece(p, "main_param", s.begin, s.main));
     }
   std::vector<uint64_t> host_pieces;
@@ -190,8 +194,13 @@ int64_t Trainer::load_checkpoint(const std::string& root) {
         << "checkpoint " << checkpoint.dir() << " was saved with --no-save-optim; add --no-load-optim (or --finetune) "
         << "to load its weights alone";
     for (const Optimizer::Segment& s : optimizer_->segments()) {
-      checkpoint.read("exp_avg", *s.param, s.begin, s.m);
-      checkpoint.read("exp_avg_sq", *s.param, s.begin, s.v);
+      const char* state = s.muon ? "momentum_buffer" : "exp_avg";
+      MT_CHECK(checkpoint.has(state, s.param->name))
+          << "checkpoint " << checkpoint.dir() << " has no " << (s.muon ? "Muon momentum" : "Adam moments") << " for "
+          << s.param->name << ": it was saved with " << (s.muon ? "--optimizer adam" : "--optimizer muon")
+          << "; pass the same --optimizer, or --no-load-optim to start the optimizer afresh";
+      checkpoint.read(state, *s.param, s.begin, s.m);
+      if (!s.muon) checkpoint.read("exp_avg_sq", *s.param, s.begin, s.v);
     }
     optimizer_->set_steps(saved.optimizer_steps);
   }
