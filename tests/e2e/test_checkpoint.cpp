@@ -109,6 +109,22 @@ TEST(Checkpoint, ResumeInsideABatchScheduleIsBitExact) {
   expect_exact_resume(small_model(), run, dir.path());
 }
 
+// Muon keeps one state per matrix, its momentum ("momentum_buffer"); Adam's moments the rest. A run
+// saved with one optimizer does not load into the other (without --no-load-optim).
+TEST(Checkpoint, MuonResumeIsBitExact) {
+  test::TempDir dir;
+  TrainConfig run = short_run(dir.path());
+  run.loss_scale.bf16 = true;
+  run.optimizer.muon = MuonConfig{};
+  expect_exact_resume(small_model(DType::bf16), run, dir.path());
+  TrainConfig adam = short_run("");
+  adam.loss_scale.bf16 = true;
+  adam.checkpoint.load = dir.path();
+  Trainer other(small_model(DType::bf16), adam);
+  EXPECT_TRUE(test::expect_error_mentioning([&] { other.load_checkpoint(dir.path()); },
+                                            "it was saved with --optimizer muon"));
+}
+
 TEST(Checkpoint, FinetuneAndNoLoadOptimTakeTheWeightsAlone) {
   test::TempDir dir;
   Trainer saved(small_model(), short_run(dir.path()));

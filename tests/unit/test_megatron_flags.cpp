@@ -71,7 +71,9 @@ TEST(MegatronFlags, MissingFeaturesAreRefusedByName) {
   EXPECT_EQ(error_of({"--rope-scaling-factor", "8.0"}), "");
   EXPECT_NE(error_of({"--rope-scaling-factor", "4"}).find("Llama 3.1 RoPE scaling"), std::string::npos);
   EXPECT_EQ(error_of({"--optimizer", "adam"}), "");
-  EXPECT_NE(error_of({"--optimizer", "sgd"}).find("optimizers other than Adam"), std::string::npos);
+  EXPECT_EQ(error_of({"--optimizer", "muon"}), "");
+  EXPECT_NE(error_of({"--optimizer", "sgd"}).find("the SGD optimizer"), std::string::npos);
+  EXPECT_NE(error_of({"--muon-scalar-optimizer", "lion"}).find("the Lion optimizer"), std::string::npos);
   // A value Megatron has but megatron.cpp lacks, for a flag it implements.
   EXPECT_NE(error_of({"--position-embedding-type", "yarn"}).find("yarn is not implemented in megatron.cpp"),
             std::string::npos);

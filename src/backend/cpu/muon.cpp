@@ -63,7 +63,7 @@ void newton_schulz(const TensorView& x, const NewtonSchulzArgs& args, const Tens
   float* B = A + k * k;
   const float* in = x.f32();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) (transpose ? X[c * k + r] : X[r * n + c]) = in[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c) (transpose ? X[c * n + r] : X[r * n + c]) = in[r * cols + c];
   double sum = 0.0;
   for (int64_t i = 0; i < k * n; ++i) sum += static_cast<double>(X[i]) * X[i];
   const float norm = std::max(static_cast<float>(std::sqrt(sum)), args.eps);
@@ -87,7 +87,7 @@ void newton_schulz(const TensorView& x, const NewtonSchulzArgs& args, const Tens
   }
   float* out = x.f32();
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = transpose ? X[c * k + r] : X[r * n + c];
+    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = transpose ? X[c * n + r] : X[r * n + c];
 }
 
 }  // namespace mt::cpu
