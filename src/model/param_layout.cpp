@@ -78,4 +78,21 @@ DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const 
   return layout;
 }
 
+int64_t selected_state_elements(const DdpBufferLayout& layout, const std::vector<bool>& selected, int shard_size) {
+  int64_t most = 0;
+  for (int r = 0; r < std::max(shard_size, 1); ++r) {
+    int64_t n = 0;
+    for (const DdpBucket& bucket : layout.buckets) {
+      const BufferRange mine = shard_size > 1 ? bucket.shard(r, shard_size) : bucket.range;
+      for (int i : bucket.params) {
+        if (!selected[static_cast<size_t>(i)]) continue;
+        const BufferRange at = layout.params[static_cast<size_t>(i)];
+        n += std::max<int64_t>(0, std::min(at.end, mine.end) - std::max(at.start, mine.start));
+      }
+    }
+    most = std::max(most, n);
+  }
+  return most;
+}
+
 }  // namespace mt

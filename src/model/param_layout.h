@@ -79,4 +79,8 @@ struct DdpBufferLayout {
 // `params` in registration order. Throws mt::Error on a non-positive size or dp.
 DdpBufferLayout ddp_buffer_layout(const std::vector<LayoutParam>& params, const DdpConfig& config);
 
+// The elements of the `selected` parameters a rank keeps state for: all of them (shard_size 1),
+// or under the distributed optimizer the most any of the shard_size ranks has in its shards.
+int64_t selected_state_elements(const DdpBufferLayout& layout, const std::vector<bool>& selected, int shard_size);
+
 }  // namespace mt

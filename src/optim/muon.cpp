@@ -68,12 +68,6 @@ TensorView part(const TensorView& t, int64_t offset, Shape shape) {
   return t.reshape({t.numel()}).rows(offset, shape.numel()).reshape(shape);
 }
 
-// The group size that splits m along its partition dimension (1 when nothing is gathered).
-int gathered_ways(const MuonMatrix& m, MuonTpMode mode) {
-  if (m.partition_dim < 0 || m.group == nullptr || mode == MuonTpMode::blockwise) return 1;
-  return m.group->size();
-}
-
 }  // namespace
 
 std::vector<NewtonSchulzStep> newton_schulz_steps(const std::string& type, int steps) {
@@ -113,55 +107,22 @@ double muon_scale_factor(int64_t out, int64_t in, MuonScaleMode mode) {
   return 1.0;
 }
 
-bool is_muon_param(const Param& p) {
-  if (is_embedding_or_output(p)) return false;
-  return p.full_shape.ndim == 2 || (p.expert && p.full_shape.ndim == 3);
-}
-
-std::vector<MuonMatrix> muon_matrices(const Param& p, const MuonSetup& setup) {
-  const Shape& local = p.value.shape;
-  std::vector<MuonMatrix> out;
-  if (p.expert) {  // [E_local, out, in]: one matrix per expert, split over etp
-    const int64_t rows = local[1], cols = local[2];
-    for (int64_t e = 0; e < local[0]; ++e)
-      out.push_back({e * rows * cols, 1, rows, 0, rows, cols, p.shard.sharded() ? p.shard.dim - 1 : -1, setup.etp});
-    return out;
-  }
-  const int64_t rows = local[0], cols = local[1];
-  Communicator* group = p.shard.sharded() ? setup.tp : nullptr;
-  const bool qkv = setup.config.split_qkv && p.name.ends_with("self_attention.linear_qkv.weight");
-  if (!qkv) return {{0, 1, rows, 0, rows, cols, p.shard.dim, group}};
-  const QkvRows& s = setup.qkv;
-  const int64_t period = s.q + s.k + s.v;
-  MT_CHECK(period > 0 && rows % period == 0)
-      << p.name << ": " << rows << " rows are not whole query groups of " << period << " (Muon's QKV split)";
-  const int64_t groups = rows / period;
-  return {{0, groups, period, 0, s.q, cols, p.shard.dim, group},
-          {0, groups, period, s.q, s.k, cols, p.shard.dim, group},
-          {0, groups, period, s.q + s.k, s.v, cols, p.shard.dim, group}};
+std::vector<MuonMatrix> MuonOrthogonalizer::matrices(const Param& p) const {
+  return muon_matrices(p.name, p.value.shape, p.shard, p.shard_size, p.expert, setup_.geometry());
 }
 
 MuonOrthogonalizer::MuonOrthogonalizer(const MuonSetup& setup, const std::vector<const Param*>& params,
                                        Backend& backend, MemoryTracker* tracker)
     : setup_(setup), steps_(newton_schulz_steps(setup.config.coefficient_type, setup.config.num_ns_steps)) {
-  int64_t param = 0, local = 0, gathered = 0, workspace = 0;
-  for (const Param* p : params) {
-    param = std::max(param, p->value.numel());
-    for (const MuonMatrix& m : muon_matrices(*p, setup_)) {
-      const int64_t t = gathered_ways(m, setup_.config.tp_mode), R = m.blocks * m.rows;
-      local = std::max(local, m.local_numel());
-      gathered = std::max(gathered, t * m.local_numel());
-      workspace = std::max(workspace, newton_schulz_workspace(m.partition_dim == 0 ? t * R : R,
-                                                              m.partition_dim == 1 ? t * m.cols : m.cols));
-    }
-  }
+  MuonScratch size;
+  for (const Param* p : params) size.add(p->value.numel(), matrices(*p));
   auto carve = [&](Arena& a) {
-    momentum_ = a.alloc(DType::f32, {param});
-    update_ = a.alloc(DType::f32, {param});
-    local_ = a.alloc(DType::f32, {local});
-    gathered_ = a.alloc(DType::f32, {gathered});
-    whole_ = a.alloc(DType::f32, {gathered});
-    workspace_ = a.alloc(DType::f32, {workspace});
+    momentum_ = a.alloc(DType::f32, {size.param});
+    update_ = a.alloc(DType::f32, {size.param});
+    local_ = a.alloc(DType::f32, {size.local});
+    gathered_ = a.alloc(DType::f32, {size.gathered});
+    whole_ = a.alloc(DType::f32, {size.gathered});
+    workspace_ = a.alloc(DType::f32, {size.workspace});
   };
   Arena measure(MemCategory::optimizer);
   carve(measure);
@@ -174,17 +135,19 @@ void MuonOrthogonalizer::orthogonalize(const Param& p, const TensorView& u, cons
   NewtonSchulzArgs args;
   args.steps = steps_;
   args.bf16 = c.bf16_iteration;
-  for (const MuonMatrix& m : muon_matrices(p, setup_)) {
+  for (const MuonMatrix& m : matrices(p)) {
     const int64_t R = m.blocks * m.rows, C = m.cols, L = m.local_numel();
     const Shape blocks{m.blocks, m.period, C}, mine{m.blocks, m.rows, C};
     const TensorView local = local_.rows(0, L);
     copy_row_block(local.reshape(mine), 0, part(u, m.base, blocks), m.row_offset, m.rows);
-    const int t = gathered_ways(m, c.tp_mode);
-    const int rank = t > 1 ? m.group->rank() : 0;
+    const int t = m.group_size;
+    Communicator* group = m.group == MuonGroup::etp ? setup_.etp : setup_.tp;
+    MT_CHECK(t == 1 || (group && group->size() == t)) << p.name << ": Muon's matrix is split " << t << " ways";
+    const int rank = t > 1 ? group->rank() : 0;
     TensorView whole = local.reshape({R, C});
     if (t > 1) {
       const TensorView gathered = gathered_.rows(0, t * L);
-      m.group->all_gather(gathered, local);
+      group->all_gather(gathered, local);
       if (m.partition_dim == 0) {
         whole = gathered.reshape({t * R, C});
       } else {  // [t][R, C] pieces side by side: [R, t·C]

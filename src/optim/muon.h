@@ -1,8 +1,7 @@
-// Owns Muon's matrix step as Megatron runs it (TensorParallelMuon, emerging_optimizers): which
-// parameters are matrices for it, the matrices a parameter holds (a routed expert's weight one per
-// expert, the fused QKV its Q, K and V under --muon-split-qkv), and the orthogonalised update of
-// one matrix: this rank's piece gathered whole over the group that splits it (tp; etp for
-// experts), the Newton–Schulz iteration on the whole, scaled, and this rank's piece taken back.
+// Owns Muon's matrix step as Megatron runs it (TensorParallelMuon, emerging_optimizers): its
+// settings and the orthogonalised update of each matrix of a parameter (model/muon_matrices.h):
+// this rank's piece gathered whole over the group that splits it (tp; etp for experts), the
+// Newton–Schulz iteration on the whole, scaled, and this rank's piece taken back.
 // Every rank of the group runs the same iteration (Megatron's "duplicated" mode), so the update
 // is the same on every layout.
 #pragma once
@@ -14,6 +13,7 @@
 #include "backend/arena.h"
 #include "backend/muon_args.h"
 #include "comm/communicator.h"
+#include "model/muon_matrices.h"
 #include "model/params.h"
 
 namespace mt {
@@ -47,33 +47,16 @@ std::string newton_schulz_types();  // "simple|quintic|..."
 // √(out/in), shape_scaling √max(1, out/in).
 double muon_scale_factor(int64_t out, int64_t in, MuonScaleMode mode);
 
-// Megatron's default split: Muon updates the 2-D weights (and each routed expert's matrix) other
-// than the word embedding and the output layer; everything else (norms, biases, embeddings)
-// gets Adam.
-bool is_muon_param(const Param& p);
-
-// The rows of the fused QKV per query group: Megatron's qkv_split_shapes.
-struct QkvRows {
-  int64_t q = 0, k = 0, v = 0;
-};
+// Muon's matrices among a store's parameters (model/muon_matrices.h).
+inline bool is_muon_param(const Param& p) { return is_muon_matrix(p.name, p.full_shape, p.expert); }
 
 struct MuonSetup {
   MuonConfig config;
   Communicator* tp = nullptr;   // dense matrices split over tensor-parallel ranks (null: none)
   Communicator* etp = nullptr;  // the experts' matrices
   QkvRows qkv;                  // needed for split_qkv
+  MuonGeometry geometry() const { return {config.split_qkv, config.tp_mode == MuonTpMode::blockwise, qkv}; }
 };
-
-// One matrix inside a parameter's local tensor: `blocks` blocks of `rows` rows (width `cols`),
-// block b starting at row b·period + row_offset after element `base`; split over `group` along
-// `partition_dim` (0: rows, 1: columns; -1 whole here).
-struct MuonMatrix {
-  int64_t base = 0, blocks = 1, period = 0, row_offset = 0, rows = 0, cols = 0;
-  int partition_dim = -1;
-  Communicator* group = nullptr;
-  int64_t local_numel() const { return blocks * rows * cols; }
-};
-std::vector<MuonMatrix> muon_matrices(const Param& p, const MuonSetup& setup);
 
 // The orthogonalised updates of the parameters it was built for, with scratch sized for the
 // largest of them (category optimizer).
@@ -90,6 +73,7 @@ class MuonOrthogonalizer {
   const MuonConfig& config() const { return setup_.config; }
 
  private:
+  std::vector<MuonMatrix> matrices(const Param& p) const;
   MuonSetup setup_;
   std::vector<NewtonSchulzStep> steps_;
   std::unique_ptr<Arena> arena_;

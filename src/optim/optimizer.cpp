@@ -103,11 +103,20 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
     for (size_t i = first_place; i < places.size(); ++i)
       chunks_.back().segment_of[static_cast<size_t>(places[i].param - params.data())] = static_cast<int>(i);
   }
-  // Muon keeps one state (its momentum, in m); only Adam's segments have a v, one after another.
+  // Muon keeps one state (its momentum, in m); only Adam's segments have a v, one after another,
+  // in as many elements as the dp rank with the most of them needs (so every rank holds the same).
   const auto is_muon = [&](const Place& at) { return muon != nullptr && is_muon_param(*at.param); };
   int64_t adam_numel = 0;
-  for (const Place& at : places)
-    if (!is_muon(at)) adam_numel += at.end - at.begin;
+  for (const Chunk& chunk : chunks_) {
+    std::vector<bool> adam;
+    for (const Param& p : *chunk.params) adam.push_back(muon == nullptr || !is_muon_param(p));
+    if (chunk.distributed) {
+      adam_numel += selected_state_elements(*chunk.shard.layout, adam, chunk.shard.dp->size());
+    } else {
+      for (size_t i = 0; i < adam.size(); ++i)
+        if (adam[i]) adam_numel += (*chunk.params)[i].value.numel();
+    }
+  }
   const bool muon_distributed =
       muon != nullptr && std::any_of(chunks_.begin(), chunks_.end(), [](const Chunk& c) { return c.distributed; });
   auto carve = [&](Arena& arena) {

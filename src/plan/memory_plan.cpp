@@ -74,7 +74,7 @@ std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const 
       ChunkMemory m;
       m.range = {layers.first_layer, layers.last_layer, layers.embedding, layers.head};
       m.slots = slots[static_cast<size_t>(chunk)];
-      m.state = model_state_bytes(c, m.range, layout.ddp);
+      m.state = model_state_bytes(c, m.range, layout.ddp, layout.muon ? &*layout.muon : nullptr);
       m.activations = stage_activation_formula(c, layout.micro_batch, m.range, m.slots);
       m.workspace = static_cast<int64_t>(
           measure_stage_buffers({c, m.range, layout.micro_batch, m.slots, layout.target}).workspace);
@@ -85,6 +85,11 @@ std::vector<PipelineRankMemory> plan_memory(const TrainingLayout& layout, const 
       t.workspace += m.workspace;
       t.comm += m.state.reduce_scatter;
       rank.chunks.push_back(m);
+    }
+    if (layout.muon) {
+      std::vector<ModelStateBytes> states;
+      for (const ChunkMemory& m : rank.chunks) states.push_back(m.state);
+      t.optimizer += muon_scratch_bytes(states);
     }
     rank.receive_buffers = pipeline.receive_buffers(pp_rank);
     t.comm += rank.receive_buffers * message;

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/config.h"
+#include "model/muon_matrices.h"
 #include "model/param_layout.h"
 #include "parallel/grid.h"
 #include "pipeline/partition.h"
@@ -39,6 +41,8 @@ struct TrainingLayout {
   bool per_token_loss = false;
   // --log-params-norm: the parameters' norm is reduced as the gradient norm is, once more a step.
   bool params_norm = false;
+  // --optimizer muon: its matrices' geometry (their state and the step's scratch).
+  std::optional<MuonGeometry> muon;
 };
 
 // The pipeline a layout runs: its split into model chunks and its schedules (training, one per

@@ -6,7 +6,8 @@
 
 namespace mt {
 
-ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range, const DdpConfig& ddp) {
+ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range, const DdpConfig& ddp,
+                                  const MuonGeometry* muon) {
   // The dense parameters' buffer over dp, and (MoE) the experts' over expert-dp.
   const std::vector<ParamSpec> specs = param_specs(c, range);
   ModelStateBytes b;
@@ -29,14 +30,41 @@ ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range,
       if (shard > 1) state = shards;
       b.reduce_scatter += shards * 4;
     }
-    const int64_t tensors = c.params_dtype == DType::f32 ? 2 : 3;  // m, v (and the f32 main parameters)
-    b.optimizer += tensors * state * 4;
+    // m (and the f32 main parameters) for every element; v for Adam's (optim/optimizer.cpp).
+    const int64_t tensors = c.params_dtype == DType::f32 ? 1 : 2;
+    std::vector<bool> adam;
+    for (const ParamSpec& p : subset) adam.push_back(!muon || !is_muon_matrix(p.name, p.shape, p.expert));
+    const bool sharded = group.use_distributed_optimizer && group.data_parallel_size > 1 && shard > 1;
+    b.optimizer += (tensors * state + selected_state_elements(layout, adam, sharded ? shard : 1)) * 4;
+    if (!muon) continue;
+    const ShardRanks ranks = shard_sizes(c);
+    for (const ParamSpec& p : subset) {
+      if (!is_muon_matrix(p.name, p.shape, p.expert)) continue;
+      const ShardRanks::Split split = ranks.of(p);
+      const Shape local = split.local(p.shape);
+      b.muon.add(local.numel(), muon_matrices(p.name, local, split.shard, split.size, p.expert, *muon));
+    }
+    if (group.use_distributed_optimizer && group.data_parallel_size > 1 && shard > 1)
+      for (const DdpBucket& bucket : layout.buckets) b.muon_bucket = std::max(b.muon_bucket, bucket.range.numel());
   }
   // --moe-router-enable-expert-bias: an f32 [E] state per MoE layer, counted as weights.
   if (c.moe.expert_bias)
     for (int64_t i = range.first_layer; i < range.last_layer; ++i)
       if (c.mlp_kind(i) == MlpKind::moe) b.weights += 4 * c.moe.num_experts;
   return b;
+}
+
+int64_t muon_scratch_bytes(const std::vector<ModelStateBytes>& chunks) {
+  MuonScratch most;
+  int64_t bucket = 0;
+  for (const ModelStateBytes& c : chunks) {
+    most.param = std::max(most.param, c.muon.param);
+    most.local = std::max(most.local, c.muon.local);
+    most.gathered = std::max(most.gathered, c.muon.gathered);
+    most.workspace = std::max(most.workspace, c.muon.workspace);
+    bucket = std::max(bucket, c.muon_bucket);
+  }
+  return 4 * (most.elements() + bucket);
 }
 
 }  // namespace mt

@@ -123,6 +123,7 @@ TrainingLayout training_layout(const ModelConfig& model, const TrainConfig& trai
   l.target = target;
   l.per_token_loss = t.calculate_per_token_loss;
   l.params_norm = t.log_params_norm;
+  if (t.optimizer.muon) l.muon = MuonSetup{*t.optimizer.muon, nullptr, nullptr, muon_qkv_rows(l.model)}.geometry();
   return l;
 }
 
@@ -234,9 +235,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, TrainData d
   if (config_.optimizer.muon) {
     MT_CHECK(backend.device() != Device::cuda)
         << "--optimizer muon has no CUDA kernels yet (its Newton-Schulz iteration runs on the CPU): pass --device cpu";
-    const ModelConfig& m = layout.model;  // finalized: query groups and head width set
-    muon = MuonSetup{*config_.optimizer.muon, groups_.tp.get(), groups_.etp.get(),
-                     {m.num_attention_heads / m.num_query_groups * m.kv_channels, m.kv_channels, m.kv_channels}};
+    muon = MuonSetup{*config_.optimizer.muon, groups_.tp.get(), groups_.etp.get(), muon_qkv_rows(layout.model)};
   }
   optimizer_ = std::make_unique<Optimizer>(optimized, backend, &memory_, groups_.model_parallel.get(),
                                            muon ? &*muon : nullptr);

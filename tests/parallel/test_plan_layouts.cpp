@@ -108,6 +108,17 @@ TEST(PlanLayouts, TheDistributedOptimizersShardIsTheFormulas) {
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::grads)), expected.grads);
       EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::optimizer)), expected.optimizer);
+      // Muon under the distributed optimizer: every rank keeps v for the most Adam elements any
+      // shard has, plus a bucket for the gathered momenta.
+      MemoryTracker muon_memory;
+      const MuonSetup setup{MuonConfig{}, nullptr, nullptr, muon_qkv_rows(c)};
+      const MuonGeometry geometry = setup.geometry();
+      Optimizer muon({{&stage.params().params(), {&stage.params().layout(), &world()}}}, cpu_backend(), &muon_memory,
+                     nullptr, &setup);
+      const ModelStateBytes with_muon = model_state_bytes(c, range, options.ddp, &geometry);
+      EXPECT_LT(with_muon.optimizer, expected.optimizer);
+      EXPECT_EQ(static_cast<int64_t>(muon_memory.peak(MemCategory::optimizer)),
+                with_muon.optimizer + muon_scratch_bytes({with_muon}));
     }
 }
 

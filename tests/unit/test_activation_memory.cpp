@@ -262,7 +262,8 @@ TEST(ModelStateMemory, WeightsGradsAndOptimizerAreTheFormulas) {
   for (const StageRange range : {StageRange{0, 3, true, true}, StageRange{0, 1, true, false}, StageRange{1, 3, false, true}})
     for (const DType dtype : {DType::f32, DType::bf16})
       for (const bool untied : {false, true})
-        for (const bool distributed : {false, true}) {
+        for (const bool distributed : {false, true})
+          for (const bool muon : {false, true}) {
           ModelConfig c;
           c.num_layers = 3;
           c.hidden_size = 40;
@@ -277,15 +278,19 @@ TEST(ModelStateMemory, WeightsGradsAndOptimizerAreTheFormulas) {
           options.slots = 1;
           options.ddp.use_distributed_optimizer = distributed;
           Stage stage(c, range, 1, cpu_backend(), &memory, options);
-          Optimizer adam(stage.params().params(), cpu_backend(), &memory);
-          const ModelStateBytes expected = model_state_bytes(c, range, options.ddp);
+          // Muon: one state for its matrices, Adam's two for the rest, and the step's scratch.
+          const MuonSetup setup{MuonConfig{}, nullptr, nullptr, muon_qkv_rows(c)};
+          const MuonGeometry geometry = setup.geometry();
+          Optimizer optimizer(stage.params().params(), cpu_backend(), &memory, nullptr, {}, muon ? &setup : nullptr);
+          const ModelStateBytes expected = model_state_bytes(c, range, options.ddp, muon ? &geometry : nullptr);
           SCOPED_TRACE(std::to_string(cases));
           EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::weights)), expected.weights);
           EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::grads)), expected.grads);
-          EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::optimizer)), expected.optimizer);
+          EXPECT_EQ(static_cast<int64_t>(memory.peak(MemCategory::optimizer)),
+                    expected.optimizer + (muon ? muon_scratch_bytes({expected}) : 0));
           ++cases;
         }
-  EXPECT_EQ(cases, 3 * 2 * 2 * 2);
+  EXPECT_EQ(cases, 3 * 2 * 2 * 2 * 2);
 }
 
 }  // namespace
