@@ -164,6 +164,12 @@ int cmd_train(const std::vector<std::string>& args, Communicator* world) {
   print(device.summary);
   if (const std::string notes = options.megatron_notes_line(); !notes.empty()) print(notes);
   for (const std::string& note : inert_flag_notes(options, model)) print("note: " + note);
+  if (options.flag("--fine-grained-activation-offloading")) {
+    MT_CHECK(device.device != Device::cuda) << "--fine-grained-activation-offloading is not implemented in "
+                                               "megatron.cpp: activation offloading to host memory on CUDA";
+    print("note: --fine-grained-activation-offloading has no effect on the CPU backend: activations live in host "
+          "memory already");
+  }
   set_op_profiling(options.flag("--profile-ops"));
   const RunContext context{device.world, device.backend};
   std::unique_ptr<Trainer> owned = data ? std::make_unique<Trainer>(model, train, std::move(*data), context)

@@ -149,6 +149,8 @@ const std::vector<OptionSpec> kTable = {
     {"--recompute-method", T::choice, "", "full recomputation: all layers in groups (uniform) or the first N (block)", "uniform|block", "train"},
     {"--moe-layer-recompute", T::flag, "", "the old spelling of --recompute-granularity selective --recompute-modules moe (added to the modules)", "", "train"},
     {"--recompute-modules", T::list, "", "selective recomputation: core_attn (the default), layernorm and moe_act (always recomputed here), mlp (dense layers: rerun fc1 in the backward instead of saving its output), shared_experts (the same for the shared expert), moe (keep nothing of an MoE block: rerun its forward, dispatch included, before its backward)", "", "train"},
+    {"--fine-grained-activation-offloading", T::flag, "", "Megatron's offloading of chosen activations to host memory: no effect on the CPU backend, where they live already; not implemented on CUDA", "", "train"},
+    {"--offload-modules", T::list, "", "the modules --fine-grained-activation-offloading offloads (no effect here)", "", "train"},
     {"--recompute-num-layers", T::integer, "1", "layers per recompute group (uniform) or recomputed layers (block)", "", "train"},
     {"--adam-beta1", T::real, "0.9", "Adam beta1", "", "train"},
     {"--adam-beta2", T::real, "0.999", "Adam beta2", "", "train"},

@@ -129,8 +129,8 @@ CpCommType cp_comm_type(const Options& o) {
   const std::vector<std::string> values = o.list("--cp-comm-type");
   MT_CHECK(!values.empty()) << "--cp-comm-type needs a value: p2p, a2a or allgather";
   for (const std::string& v : values) {
-    MT_CHECK(v != "a2a+p2p") << "--cp-comm-type a2a+p2p (hierarchical context parallelism) is not implemented in "
-                             << "megatron.cpp (planned); use p2p, a2a or allgather";
+    MT_CHECK(v != "a2a+p2p") << "--cp-comm-type a2a+p2p is not implemented in megatron.cpp: hierarchical context "
+                             << "parallelism (planned); use p2p, a2a or allgather";
     MT_CHECK(v == "p2p" || v == "a2a" || v == "allgather")
         << "--cp-comm-type " << v << " is not one of p2p, a2a, allgather, a2a+p2p";
     MT_CHECK(v == values.front()) << "--cp-comm-type " << values.front() << " ... " << v
