@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "model/blocks/moe.h"
+#include "model/muon_matrices.h"
 #include "model/params.h"
 #include "model/recompute.h"
 #include "model/stage_buffers.h"
@@ -332,6 +333,33 @@ void parameter_gather_chunk(Terms& terms, const TrainingLayout& layout, const St
   }
 }
 
+// --optimizer muon (optim/optimizer.cpp): before the iteration each dense matrix split over tp is
+// gathered whole (f32) over tp, and under the distributed optimizer every bucket holding a Muon
+// matrix gathers its momenta (f32, the whole bucket out) over the optimizer instance.
+void muon_gathers_chunk(Terms& terms, const TrainingLayout& layout, const StageRange& range) {
+  if (!layout.muon) return;
+  const ModelConfig& c = layout.model;
+  const std::vector<ParamSpec> all = param_specs(c, range);
+  const ShardRanks ranks = shard_sizes(c);
+  for (const ParamSpec& p : param_subset(all, ParamSet::dense)) {
+    if (!is_muon_matrix(p.name, p.shape, p.expert)) continue;
+    const ShardRanks::Split split = ranks.of(p);
+    for (const MuonMatrix& m : muon_matrices(p.name, split.local(p.shape), split.shard, split.size, p.expert, *layout.muon))
+      if (m.group_size > 1) terms.add(CommGroup::tp, "Muon's whole matrices", all_gather, 1, 4 * m.group_size * m.local_numel());
+  }
+  for (const auto& [group, set, settings] : {std::tuple{CommGroup::dp, ParamSet::dense, layout.ddp},
+                                              std::tuple{CommGroup::expert_dp, ParamSet::experts, expert_ddp(c, layout.ddp)}}) {
+    const std::vector<ParamSpec> subset = param_subset(all, set);
+    if (subset.empty() || !settings.use_distributed_optimizer || settings.shard_size() <= 1) continue;
+    for (const DdpBucket& b : param_buffer_layout(subset, settings, ranks).buckets)
+      if (std::any_of(b.params.begin(), b.params.end(), [&](int i) {
+            const ParamSpec& p = subset[static_cast<size_t>(i)];
+            return is_muon_matrix(p.name, p.shape, p.expert);
+          }))
+        terms.add(group, "Muon's momenta", all_gather, 1, 4 * b.range.numel(), settings.shard_size());
+  }
+}
+
 // The pipeline's messages (pipeline/executor.cpp): every send and receive of the rank's action
 // list, one micro-batch's hidden states [Nl, h] each: activations in the parameter dtype,
 // gradients in f32.
@@ -449,7 +477,10 @@ std::vector<StepComm> plan_comm(const TrainingLayout& layout, const PipelinePlan
     const int expert_shard = c.moe.enabled() ? expert_ddp(c, layout.ddp).shard_size() : 1;
     if (layout.ddp.use_distributed_optimizer && expert_shard > 1 && expert_chunks)
       terms.add(CommGroup::expert_dp, "gradient (and params) norm", all_reduce, norms, 8, expert_shard);
-    for (const StageRange& range : ranges) parameter_gather_chunk(terms, layout, range);
+    for (const StageRange& range : ranges) {
+      muon_gathers_chunk(terms, layout, range);
+      parameter_gather_chunk(terms, layout, range);
+    }
     step.terms = terms.take();
     for (CommTerm& term : step.terms)
       if (term.ranks == 0) term.ranks = step.size(term.group);

@@ -38,6 +38,7 @@ struct Layout {
   bool sinkhorn = false;             // its routing: Sinkhorn, top-1 (logits gathered under sp)
   int cp = 1;                        // --context-parallel-size
   CpCommType cp_type = CpCommType::p2p;
+  bool muon = false;  // --optimizer muon
 };
 
 std::string describe(const StepComm& plan, CommGroup group) {
@@ -236,6 +237,20 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
        .sinkhorn = true,
        .cp = 2,
        .cp_type = CpCommType::a2a},
+      {.name = "Muon, tp 2 + sp, distributed optimizer, bf16, untied",
+       .tp = 2,
+       .sp = true,
+       .llama = true,
+       .bf16 = true,
+       .distributed = true,
+       .muon = true},
+      {.name = "MoE, ep 2, Muon, distributed optimizer over dp and expert-dp, overlapped buckets, fp32",
+       .llama = true,
+       .distributed = true,
+       .overlap = true,
+       .moe_layers = "1",
+       .ep = 2,
+       .muon = true},
       {.name = "MoE and dense layers, pp 2 + dp, full uniform recompute, distributed optimizer, fp32",
        .pp = 2,
        .llama = true,
@@ -304,6 +319,7 @@ TEST(PlanLayouts, EveryRanksMemoryAndStepTrafficAreThePlans) {
     if (l.overlap) run.ddp_bucket_size = 20000;
     run.calculate_per_token_loss = l.per_token_loss;
     run.loss_scale.bf16 = l.bf16;
+    if (l.muon) run.optimizer.muon = MuonConfig{};
     Trainer trainer(m, run, &world());
     const TrainingLayout layout = training_layout(m, run, world().size(), {Device::cpu, cpu_backend().max_threads()});
     const std::vector<StepComm> plans = plan_comm(layout);
