@@ -45,31 +45,21 @@ inline const int32_t* host_i32(const TensorView& t, std::vector<int32_t>& storag
 
 // Returns `call` from the backend owning `device`: cpu::call, cuda::call (same name and
 // arguments), or cpu::call inside a GuardWindow for the guard device; timed under --profile-ops.
-#define MT_ROUTE(device, op, call)          \
-  const ::mt::OpTimer op_timer{op, device}; \
-  switch (device) {                         \
-    case ::mt::Device::cpu:                 \
-      return cpu::call;                     \
-    case ::mt::Device::guard: {             \
-      const ::mt::GuardWindow open;         \
-      return cpu::call;                     \
-    }                                       \
-    case ::mt::Device::cuda:                \
-      MT_ROUTE_CUDA(op, call);              \
-  }                                         \
-  no_kernel(op)
+#define MT_ROUTE(device, op, call) MT_ROUTE_WITH_CUDA(device, op, call, MT_ROUTE_CUDA(op, call))
 
 // MT_ROUTE for an op with no CUDA kernel yet: a CUDA tensor stops with the op's name.
-#define MT_ROUTE_CPU_ONLY(device, op, call) \
-  const ::mt::OpTimer op_timer{op, device}; \
-  switch (device) {                         \
-    case ::mt::Device::cpu:                 \
-      return cpu::call;                     \
-    case ::mt::Device::guard: {             \
-      const ::mt::GuardWindow open;         \
-      return cpu::call;                     \
-    }                                       \
-    case ::mt::Device::cuda:                \
-      break;                                \
-  }                                         \
+#define MT_ROUTE_CPU_ONLY(device, op, call) MT_ROUTE_WITH_CUDA(device, op, call, break)
+
+#define MT_ROUTE_WITH_CUDA(device, op, call, cuda_case) \
+  const ::mt::OpTimer op_timer{op, device};             \
+  switch (device) {                                     \
+    case ::mt::Device::cpu:                             \
+      return cpu::call;                                 \
+    case ::mt::Device::guard: {                         \
+      const ::mt::GuardWindow open;                     \
+      return cpu::call;                                 \
+    }                                                   \
+    case ::mt::Device::cuda:                            \
+      cuda_case;                                        \
+  }                                                     \
   no_kernel(op)

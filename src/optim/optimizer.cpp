@@ -199,7 +199,7 @@ double Optimizer::global_norm(bool values, float unscale) {
 double Optimizer::params_norm() { return global_norm(/*values=*/true, 1.0f); }
 
 Optimizer::StepResult Optimizer::step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale,
-                              std::optional<float> embedding_or_output_lr) {
+                                      std::optional<float> embedding_or_output_lr) {
   StepResult result;
   const float unscale = 1.0f / loss_scale;
   result.grad_norm = global_norm(/*values=*/false, unscale);

@@ -1,9 +1,10 @@
-// Owns the optimizer state and step for the parameters of a ParamStore: fp32 Adam moments and, for
-// 16-bit parameters, fp32 main parameters in one arena (category "optimizer"), each laid out
-// parallel to the gradient buffer (Param::buffer_offset), or under the distributed optimizer
-// parallel to this rank's shards of the buckets, one after another; the global gradient
-// L2 norm, Megatron's clipping, and AdamW with Megatron's weight-decay exclusions (biases and 1-D
-// parameters are not decayed). Gradients are always f32.
+// Owns the optimizer state and step for the parameters of a ParamStore: fp32 Adam moments (Muon's
+// momentum for its matrices under --optimizer muon) and, for 16-bit parameters, fp32 main
+// parameters in one arena (category "optimizer"), each laid out parallel to the gradient buffer
+// (Param::buffer_offset), or under the distributed optimizer parallel to this rank's shards of
+// the buckets, one after another; the global gradient L2 norm, Megatron's clipping, and AdamW
+// with Megatron's weight-decay exclusions (biases and 1-D parameters are not decayed), Muon
+// (optim/muon.h) for the matrices when asked. Gradients are always f32.
 #pragma once
 
 #include <memory>
@@ -87,7 +88,8 @@ class Optimizer {
   // learning rate `lr` and weight decay `weight_decay` (the schedules decide both), and copy them
   // into the 16-bit model parameters. Two passes over the gradients (norm; fused unscale + clip +
   // update + copy), each one multi-tensor launch, bit for bit the separate passes' result; the
-  // gradients are only read.
+  // gradients are only read. Muon's matrices then take its step (a collective over tp, etp and,
+  // under the distributed optimizer, dp).
   // embedding_or_output_lr: the word embedding's and output layer's own rate (--decoupled-lr).
   StepResult step(const OptimizerConfig& config, float lr, float weight_decay, float loss_scale = 1.0f,
                   std::optional<float> embedding_or_output_lr = std::nullopt);
