@@ -239,7 +239,7 @@ int64_t write_shards(TensorSource& source, const ModelConfig& c, const PipelineP
     std::vector<std::vector<TensorRecord>> records(tp);
     for (const ParamSpec& p : param_specs(c, range)) {
       if (p.shared_embedding && !range.embedding) continue;  // the first stage saves the tied embedding
-      for (const char* kind : {"param", "exp_avg", "exp_avg_sq", "main_param"}) {
+      for (const char* kind : {"param", "exp_avg", "exp_avg_sq", "momentum_buffer", "main_param"}) {
         if (kind != std::string("param") && !source.has(kind, p.name)) continue;  // a missing weight is an error
         Shape shape;
         const std::vector<float>& whole = source.whole(kind, p, shape);

@@ -264,45 +264,50 @@ INSTANTIATE_TEST_SUITE_P(Convert, HfRoundTrip,
                                            &llama_tied_biased_narrow_heads, &mixtral_style, &qwen3_style,
                                            &qwen3_moe_style));
 
+// Muon's momentum is resharded as Adam's moments are.
 TEST(Convert, OfflineReshardResumesExactlyAsTheOriginal) {
-  const ModelConfig m = gpt2_style();
-  test::TempDir dir;
-  TrainConfig run = short_run(m, dir.file("saved"), 6);
-  run.checkpoint.save_interval = 3;
-  run.schedule.lr_decay_style = "cosine";
-  {
-    Trainer t(m, run);
-    t.run([](const std::string&) {});
-  }
-  ConvertOptions o;
-  o.loader = o.saver = "megatron";
-  o.load_dir = dir.file("saved");
-  o.save_dir = dir.file("resharded");
-  o.ckpt_step = 3;
-  o.target_tp = 2;
-  o.target_pp = 2;
-  convert_checkpoint(o);
-  CheckpointReader resharded(dir.file("resharded"), std::nullopt);
-  EXPECT_EQ(resharded.manifest().iteration, 3);
-  EXPECT_EQ(resharded.manifest().layout.tp, 2);
-  EXPECT_EQ(resharded.manifest().layout.pp, 2);
-  EXPECT_EQ(resharded.manifest().files.size(), 4u);
-  EXPECT_TRUE(resharded.manifest().optimizer_saved);
+  for (const bool muon : {false, true}) {
+    SCOPED_TRACE(muon ? "Muon" : "Adam");
+    const ModelConfig m = gpt2_style();
+    test::TempDir dir;
+    TrainConfig run = short_run(m, dir.file("saved"), 6);
+    run.checkpoint.save_interval = 3;
+    run.schedule.lr_decay_style = "cosine";
+    if (muon) run.optimizer.muon = MuonConfig{};
+    {
+      Trainer t(m, run);
+      t.run([](const std::string&) {});
+    }
+    ConvertOptions o;
+    o.loader = o.saver = "megatron";
+    o.load_dir = dir.file("saved");
+    o.save_dir = dir.file("resharded");
+    o.ckpt_step = 3;
+    o.target_tp = 2;
+    o.target_pp = 2;
+    convert_checkpoint(o);
+    CheckpointReader resharded(dir.file("resharded"), std::nullopt);
+    EXPECT_EQ(resharded.manifest().iteration, 3);
+    EXPECT_EQ(resharded.manifest().layout.tp, 2);
+    EXPECT_EQ(resharded.manifest().layout.pp, 2);
+    EXPECT_EQ(resharded.manifest().files.size(), 4u);
+    EXPECT_TRUE(resharded.manifest().optimizer_saved);
 
-  const auto resume = [&](const std::string& from) {
-    TrainConfig r = run;
-    r.checkpoint.save.clear();
-    r.checkpoint.save_interval = 0;
-    r.checkpoint.ckpt_step = 3;
-    Trainer t(m, r);
-    EXPECT_EQ(t.load_checkpoint(from), 3);
-    std::vector<std::pair<float, float>> curve;
-    for (const IterationStats& s : t.run([](const std::string&) {}).iterations) curve.push_back({s.loss, s.grad_norm});
-    return curve;
-  };
-  const auto want = resume(dir.file("saved"));
-  ASSERT_EQ(want.size(), 3u);
-  EXPECT_EQ(resume(dir.file("resharded")), want);
+    const auto resume = [&](const std::string& from) {
+      TrainConfig r = run;
+      r.checkpoint.save.clear();
+      r.checkpoint.save_interval = 0;
+      r.checkpoint.ckpt_step = 3;
+      Trainer t(m, r);
+      EXPECT_EQ(t.load_checkpoint(from), 3);
+      std::vector<std::pair<float, float>> curve;
+      for (const IterationStats& s : t.run([](const std::string&) {}).iterations) curve.push_back({s.loss, s.grad_norm});
+      return curve;
+    };
+    const auto want = resume(dir.file("saved"));
+    ASSERT_EQ(want.size(), 3u);
+    EXPECT_EQ(resume(dir.file("resharded")), want);
+  }
 }
 
 // A copy of a fixture directory with config.json edited and tensors added.
