@@ -107,6 +107,8 @@ std::vector<std::string> inert_flag_notes(const Options& o, const ModelConfig& c
     notes.push_back("--moe-router-pre-softmax has no effect with --moe-router-score-function sigmoid (as in Megatron)");
   if (o.given("--expert-tensor-parallel-size") && !o.has("--num-experts"))
     notes.push_back("--expert-tensor-parallel-size on a model without experts only lays out the expert grid (as in Megatron)");
+  if (o.given("--save-interval") && !o.has("--save"))
+    notes.push_back("--save-interval without --save: nothing is saved (as in Megatron)");
   if (given_as("--optimizer", "dist_muon"))
     notes.push_back("--optimizer dist_muon runs as --optimizer muon --use-distributed-optimizer (Megatron's deprecated "
                     "name for its layer-wise distributed Muon; the same updates)");

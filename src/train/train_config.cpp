@@ -46,8 +46,6 @@ void TrainConfig::finalize() {
       << "--ddp-bucket-size applies only with --overlap-grad-reduce (without it the gradients are reduced as one "
          "bucket); add --overlap-grad-reduce or drop --ddp-bucket-size";
   MT_CHECK(checkpoint.save_interval >= 0) << "--save-interval must be > 0 (got " << checkpoint.save_interval << ")";
-  MT_CHECK(checkpoint.save_interval == 0 || !checkpoint.save.empty())
-      << "--save-interval " << checkpoint.save_interval << " needs --save DIR (where to save)";
   MT_CHECK(!checkpoint.ckpt_step || *checkpoint.ckpt_step >= 0) << "--ckpt-step must be >= 0";
   // arguments.py's checks.
   MT_CHECK(!overlap_param_gather || use_distributed_optimizer)

@@ -134,6 +134,11 @@ TEST(MegatronFlags, InertCombinationsAreAcceptedWithANote) {
   EXPECT_EQ(model_config(parse_options("train", {"--attention-backend", "unfused"})).attention_impl,
             AttentionImpl::unfused);
   EXPECT_TRUE(notes_of({"--attention-backend", "unfused"}).empty());
+  // Megatron saves only with --save: an interval alone saves nothing.
+  ASSERT_EQ(notes_of({"--save-interval", "5"}).size(), 1u);
+  EXPECT_NE(notes_of({"--save-interval", "5"})[0].find("nothing is saved"), std::string::npos);
+  EXPECT_TRUE(notes_of({"--save-interval", "5", "--save", "ckpt"}).empty());
+  EXPECT_EQ(notes_of({"--optimizer", "dist_muon"}).size(), 1u);
 }
 
 // The SC21 paper's scripts under Megatron-LM's examples/ still pass flags its parser dropped.

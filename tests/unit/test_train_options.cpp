@@ -176,7 +176,6 @@ TEST(TrainOptions, BadCombinationsFailWithOneClearMessage) {
       {with(base, {"--num-distributed-optimizer-instances", "2"}), "needs the distributed optimizer; add --use-distributed-optimizer"},
       {with(base, {"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2"}),
        "--num-distributed-optimizer-instances 2 does not divide the data-parallel size 1"},
-      {with(base, {"--save-interval", "5"}), "--save-interval 5 needs --save DIR"},
   };
   for (const Case& c : cases) {
     const std::string message = train_error(c.args);

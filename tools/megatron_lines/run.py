@@ -419,7 +419,19 @@ def peel(binary, argv, world, timeout, limit=60):
         refused.append(flag)
         reasons.append(error)
         groups = [g for g in groups if g[0] != flag]
+        if flag in LAYER_STRUCTURE_FLAGS:
+            groups = even_layers(groups)
     return refused, reasons, "(stopped peeling)"
+
+
+def even_layers(groups):
+    """Without its per-layer structure flag a line's --num-layers (kept as the flag had it) may not
+    split evenly over the pipeline: give the first stage the remainder, for the diagnosis."""
+    pp = next((_int(values, 1) for flag, values in groups if flag == "--pipeline-model-parallel-size"), 1)
+    layers = next((_int(values, None) for flag, values in groups if flag == "--num-layers"), None)
+    if pp <= 1 or not layers or layers % pp == 0 or layers < pp:
+        return groups
+    return groups + [("--decoder-first-pipeline-num-layers", [str(layers - (pp - 1) * (layers // pp))])]
 
 
 def waits_for_planned(result):
