@@ -4,12 +4,13 @@
 
 #include "base/error.h"
 #include "model/config.h"
+#include "model/params.h"
 #include "ops/muon.h"
 
 namespace mt {
 
 bool is_muon_matrix(const std::string& name, const Shape& whole, bool expert) {
-  if (name == "embedding.word_embeddings.weight" || name == "output_layer.weight") return false;
+  if (is_vocabulary_param(name)) return false;
   return whole.ndim == 2 || (expert && whole.ndim == 3);
 }
 
@@ -50,6 +51,13 @@ void MuonScratch::add(int64_t param_numel, const std::vector<MuonMatrix>& matric
     gathered = std::max(gathered, m.group_size * m.local_numel());
     workspace = std::max(workspace, newton_schulz_workspace(m.whole_rows(), m.whole_cols()));
   }
+}
+
+void MuonScratch::add(const MuonScratch& other) {
+  param = std::max(param, other.param);
+  local = std::max(local, other.local);
+  gathered = std::max(gathered, other.gathered);
+  workspace = std::max(workspace, other.workspace);
 }
 
 }  // namespace mt

@@ -63,6 +63,7 @@ std::vector<MuonMatrix> muon_matrices(const std::string& name, const Shape& loca
 struct MuonScratch {
   int64_t param = 0, local = 0, gathered = 0, workspace = 0;
   void add(int64_t param_numel, const std::vector<MuonMatrix>& matrices);
+  void add(const MuonScratch& other);  // room for both
   int64_t elements() const { return 2 * param + local + 2 * gathered + workspace; }
 };
 

@@ -107,15 +107,14 @@ double muon_scale_factor(int64_t out, int64_t in, MuonScaleMode mode) {
   return 1.0;
 }
 
-std::vector<MuonMatrix> MuonOrthogonalizer::matrices(const Param& p) const {
-  return muon_matrices(p.name, p.value.shape, p.shard, p.shard_size, p.expert, setup_.geometry());
-}
-
 MuonOrthogonalizer::MuonOrthogonalizer(const MuonSetup& setup, const std::vector<const Param*>& params,
                                        Backend& backend, MemoryTracker* tracker)
     : setup_(setup), steps_(newton_schulz_steps(setup.config.coefficient_type, setup.config.num_ns_steps)) {
   MuonScratch size;
-  for (const Param* p : params) size.add(p->value.numel(), matrices(*p));
+  for (const Param* p : params) {
+    matrices_[p] = muon_matrices(p->name, p->value.shape, p->shard, p->shard_size, p->expert, setup_.geometry());
+    size.add(p->value.numel(), matrices_[p]);
+  }
   auto carve = [&](Arena& a) {
     momentum_ = a.alloc(DType::f32, {size.param});
     update_ = a.alloc(DType::f32, {size.param});
@@ -135,7 +134,9 @@ void MuonOrthogonalizer::orthogonalize(const Param& p, const TensorView& u, cons
   NewtonSchulzArgs args;
   args.steps = steps_;
   args.bf16 = c.bf16_iteration;
-  for (const MuonMatrix& m : matrices(p)) {
+  const auto it = matrices_.find(&p);
+  MT_CHECK(it != matrices_.end()) << p.name << " is not one of the matrices this Muon was built for";
+  for (const MuonMatrix& m : it->second) {
     const int64_t R = m.blocks * m.rows, C = m.cols, L = m.local_numel();
     const Shape blocks{m.blocks, m.period, C}, mine{m.blocks, m.rows, C};
     const TensorView local = local_.rows(0, L);

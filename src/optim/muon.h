@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/arena.h"
@@ -73,8 +74,8 @@ class MuonOrthogonalizer {
   const MuonConfig& config() const { return setup_.config; }
 
  private:
-  std::vector<MuonMatrix> matrices(const Param& p) const;
   MuonSetup setup_;
+  std::unordered_map<const Param*, std::vector<MuonMatrix>> matrices_;  // of each parameter, made once
   std::vector<NewtonSchulzStep> steps_;
   std::unique_ptr<Arena> arena_;
   TensorView momentum_, update_, local_, gathered_, whole_, workspace_;

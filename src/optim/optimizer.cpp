@@ -56,6 +56,7 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
     const Param* param;
     int64_t begin, end, state;
     size_t norm;
+    bool muon;
   };
   std::vector<Place> places;
   bool any_16bit = false;
@@ -66,7 +67,9 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
     for (const Param& p : params) any_16bit = any_16bit || p.value.dtype != DType::f32;
     const int64_t base = state_numel_;
     const bool distributed = shard.layout != nullptr && shard.dp != nullptr && shard.dp->size() > 1;
-    chunks_.push_back({&params, shard, distributed, std::vector<int>(params.size(), -1)});
+    std::vector<bool> is_muon;
+    for (const Param& p : params) is_muon.push_back(muon != nullptr && is_muon_param(p));
+    chunks_.push_back({&params, shard, distributed, std::move(is_muon), std::vector<int>(params.size(), -1)});
     const size_t first_place = places.size();
     const NormGroup group{distributed ? shard.dp : nullptr, chunk.norm_group ? chunk.norm_group : model_parallel};
     size_t norm = 0;
@@ -85,7 +88,7 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
           const int64_t lo = std::max(at.start, mine.start), hi = std::min(at.end, mine.end);
           if (lo < hi)
             places.push_back({&params[static_cast<size_t>(i)], lo - at.start, hi - at.start,
-                              state_numel_ + lo - mine.start, norm});
+                              state_numel_ + lo - mine.start, norm, chunks_.back().muon[static_cast<size_t>(i)]});
         }
         state_numel_ += mine.numel();
         largest_bucket = std::max(largest_bucket, bucket.range.numel());
@@ -95,7 +98,8 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
       for (const Param& p : params)
         if (p.buffer_offset >= 0) end = std::max(end, base + p.buffer_offset + p.value.numel());
       for (const Param& p : params) {
-        places.push_back({&p, 0, p.value.numel(), p.buffer_offset >= 0 ? base + p.buffer_offset : end, norm});
+        places.push_back({&p, 0, p.value.numel(), p.buffer_offset >= 0 ? base + p.buffer_offset : end, norm,
+                          chunks_.back().muon[static_cast<size_t>(&p - params.data())]});
         if (p.buffer_offset < 0) end += p.value.numel();
       }
       state_numel_ = end;
@@ -105,11 +109,10 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
   }
   // Muon keeps one state (its momentum, in m); only Adam's segments have a v, one after another,
   // in as many elements as the dp rank with the most of them needs (so every rank holds the same).
-  const auto is_muon = [&](const Place& at) { return muon != nullptr && is_muon_param(*at.param); };
   int64_t adam_numel = 0;
   for (const Chunk& chunk : chunks_) {
     std::vector<bool> adam;
-    for (const Param& p : *chunk.params) adam.push_back(muon == nullptr || !is_muon_param(p));
+    for (const bool m : chunk.muon) adam.push_back(!m);
     if (chunk.distributed) {
       adam_numel += selected_state_elements(*chunk.shard.layout, adam, chunk.shard.dp->size());
     } else {
@@ -132,7 +135,7 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
       s.begin = at.begin;
       s.end = at.end;
       s.norm = at.norm;
-      s.muon = is_muon(at);
+      s.muon = at.muon;
       s.m = m.rows(at.state, n);
       if (!s.muon) {
         s.v = v.rows(v_at, n);
@@ -152,8 +155,8 @@ Optimizer::Optimizer(const std::vector<OptimizedParams>& chunks, Backend& backen
   if (muon == nullptr) return;
   std::vector<const Param*> matrices;
   for (const Chunk& chunk : chunks_)
-    for (const Param& p : *chunk.params)
-      if (is_muon_param(p)) matrices.push_back(&p);
+    for (size_t i = 0; i < chunk.muon.size(); ++i)
+      if (chunk.muon[i]) matrices.push_back(&(*chunk.params)[i]);
   muon_ = std::make_unique<MuonOrthogonalizer>(*muon, matrices, backend, tracker);
 }
 
@@ -249,8 +252,8 @@ void Optimizer::muon_step(float lr, float weight_decay, float unscale, float cli
     const std::vector<Param>& params = *chunk.params;
     if (!chunk.distributed) {
       for (size_t i = 0; i < params.size(); ++i) {
+        if (!chunk.muon[i]) continue;
         const Param& p = params[i];
-        if (!is_muon_param(p)) continue;
         const Segment& s = segments_[static_cast<size_t>(chunk.segment_of[i])];
         const int64_t n = p.value.numel();
         const TensorView u = muon_->momentum_scratch(n), update = muon_->update_scratch(n);
@@ -267,21 +270,21 @@ void Optimizer::muon_step(float lr, float weight_decay, float unscale, float cli
     Communicator& dp = *chunk.shard.dp;
     for (const DdpBucket& bucket : layout.buckets) {
       if (std::none_of(bucket.params.begin(), bucket.params.end(),
-                       [&](int i) { return is_muon_param(params[static_cast<size_t>(i)]); }))
+                       [&](int i) { return chunk.muon[static_cast<size_t>(i)]; }))
         continue;
       const TensorView whole = muon_bucket_.rows(0, bucket.range.numel());
       const BufferRange mine = bucket.shard(dp.rank(), dp.size());
       for (int i : bucket.params) {
         const int at = chunk.segment_of[static_cast<size_t>(i)];
-        if (at < 0 || !segments_[static_cast<size_t>(at)].muon) continue;
+        if (at < 0 || !chunk.muon[static_cast<size_t>(i)]) continue;
         const Segment& s = segments_[static_cast<size_t>(at)];
         const int64_t start = layout.params[static_cast<size_t>(i)].start - bucket.range.start + s.begin;
         muon_momentum(s.m, whole.rows(start, s.end - s.begin), grad_of(s), momentum);
       }
       dp.all_gather(whole, whole.rows(mine.start - bucket.range.start, mine.numel()));
       for (int i : bucket.params) {
+        if (!chunk.muon[static_cast<size_t>(i)]) continue;
         const Param& p = params[static_cast<size_t>(i)];
-        if (!is_muon_param(p)) continue;
         const int64_t n = p.value.numel();
         const TensorView u = whole.rows(layout.params[static_cast<size_t>(i)].start - bucket.range.start, n);
         const TensorView update = muon_->update_scratch(n);

@@ -146,12 +146,13 @@ class Optimizer {
   std::vector<size_t> norm_group_of_;  // per entry of norm_tensors_
   std::vector<AdamWTensor> update_, decoupled_update_;
 
-  // What the Muon step walks: each chunk's parameters, how they are sharded, and the segment of
-  // each parameter on this rank (-1: none).
+  // What the Muon step walks: each chunk's parameters, how they are sharded, which of them Muon
+  // updates, and the segment of each parameter on this rank (-1: none).
   struct Chunk {
     const std::vector<Param>* params = nullptr;
     DistributedShard shard;
     bool distributed = false;
+    std::vector<bool> muon;
     std::vector<int> segment_of;
   };
   std::vector<Chunk> chunks_;

@@ -44,7 +44,7 @@ ModelStateBytes model_state_bytes(const ModelConfig& c, const StageRange& range,
       const Shape local = split.local(p.shape);
       b.muon.add(local.numel(), muon_matrices(p.name, local, split.shard, split.size, p.expert, *muon));
     }
-    if (group.use_distributed_optimizer && group.data_parallel_size > 1 && shard > 1)
+    if (sharded)
       for (const DdpBucket& bucket : layout.buckets) b.muon_bucket = std::max(b.muon_bucket, bucket.range.numel());
   }
   // --moe-router-enable-expert-bias: an f32 [E] state per MoE layer, counted as weights.
@@ -58,10 +58,7 @@ int64_t muon_scratch_bytes(const std::vector<ModelStateBytes>& chunks) {
   MuonScratch most;
   int64_t bucket = 0;
   for (const ModelStateBytes& c : chunks) {
-    most.param = std::max(most.param, c.muon.param);
-    most.local = std::max(most.local, c.muon.local);
-    most.gathered = std::max(most.gathered, c.muon.gathered);
-    most.workspace = std::max(most.workspace, c.muon.workspace);
+    most.add(c.muon);
     bucket = std::max(bucket, c.muon_bucket);
   }
   return 4 * (most.elements() + bucket);

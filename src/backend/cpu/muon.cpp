@@ -2,6 +2,7 @@
 // iteration as OpenBLAS sgemm calls whose α/β epilogues are the iteration's polynomial, rounded to
 // bf16 after every product when the iteration runs in bf16.
 #include "backend/cpu/muon.h"
+#include "backend/cpu/elementwise.h"
 
 #include <cblas.h>
 
@@ -10,16 +11,12 @@
 #include <utility>
 
 #include "backend/math/muon_math.h"
-#include "base/dtype.h"
 
 namespace mt::cpu {
 
 namespace {
 
-void round_bf16(float* x, int64_t n) {
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) x[i] = bf16_to_f32(f32_to_bf16(x[i]));
-}
+void round_bf16(float* x, int64_t n) { round_to_dtype(TensorView(x, DType::f32, {n}), DType::bf16); }
 
 }  // namespace
 
@@ -40,15 +37,7 @@ void muon_apply(const TensorView& param, const TensorView& update, float lr, flo
   const auto decay = static_cast<float>(1.0 - static_cast<double>(lr) * weight_decay);  // as AdamW's
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) p[i] = muon_param(p[i], u[i], decay, lr);
-  if (model_copy.data == nullptr) return;
-  auto* out = static_cast<uint16_t*>(model_copy.data);
-  if (model_copy.dtype == DType::bf16) {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(p[i]);
-  } else {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = f32_to_f16(p[i]);
-  }
+  if (model_copy.data != nullptr) cast(model_copy, param);
 }
 
 // X [k, n] with k ≤ n (x itself, or its transpose when it is taller than wide) works in the
